@@ -1,0 +1,1 @@
+// Compiled only so that CMake builds the shared <torch/torch.h> precompiled header.

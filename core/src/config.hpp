@@ -1,0 +1,114 @@
+// Experiment configs: YAML file + `key=value` overrides -> validated option
+// structs. YAML keys are the option names one-to-one (`trainer.max_steps` is
+// TrainerOptions::max_steps). Every error names the key, where it was set
+// (file:line or the command-line override) and what was expected.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "gantry/core_export.hpp"
+#include "gantry/params.hpp"
+
+namespace gantry {
+
+struct TrainerOptions {
+  int64_t max_epochs = 1;            ///< -1: no epoch limit
+  int64_t max_steps = -1;            ///< batches; -1: no step limit
+  std::string max_time;              ///< "DD:HH:MM:SS", "HH:MM:SS" or seconds; empty: none
+  int64_t seed = 42;                 ///< seeds LibTorch's generator and the data shuffle
+  int64_t log_every_n_steps = 50;    ///< a metrics.csv row every n batches
+  int64_t image_every_n_steps = 500; ///< System::log_samples every n batches (0: start and end only)
+  int64_t val_every_n_epochs = 0;    ///< validation_step over the test split; 0: never
+  std::string accelerator = "cpu";   ///< cpu | cuda | auto
+  int64_t devices = 1;               ///< processes (devices) per node
+  int64_t num_nodes = 1;             ///< nodes
+  int64_t threads = 0;               ///< intra-op threads per rank; 0: the cores available to it
+  std::string out_dir = "runs";      ///< run directories go to <out_dir>/<name>/<timestamp>
+  std::string progress = "auto";     ///< auto | bar | lines | none
+  std::string resume;                ///< a checkpoint path to resume from; empty: fresh start
+
+  double max_time_seconds() const;   ///< max_time parsed; <= 0 when unset
+};
+
+struct DataOptions {
+  std::string path = "/usr/share/datasets/fashion-mnist";  ///< folder with IDX files
+  std::string train_prefix = "train";  ///< <prefix>-images-idx3-ubyte[.gz]
+  std::string val_prefix = "t10k";     ///< validation split, same naming
+  int64_t batch_size = 64;             ///< per rank
+  bool shuffle = true;                 ///< reshuffle each epoch from seed + epoch
+  bool drop_last = false;              ///< drop the last incomplete batch
+  int64_t prefetch = 2;                ///< batches prepared ahead on a worker thread
+};
+
+struct CheckpointOptions {
+  int64_t every_n_steps = 0;  ///< also save every n batches; 0: only at the end
+};
+
+/// The `system:` section: the plugin and its own keys.
+struct SystemOptions {
+  std::string plugin = "gan";  ///< plugin name (searched) or path to a .so
+};
+
+/// A resolved, validated experiment.
+struct GANTRY_CORE_EXPORT ExperimentConfig {
+  std::string name = "experiment";
+  SystemOptions system;
+  DataOptions data;
+  TrainerOptions trainer;
+  CheckpointOptions checkpoint;
+
+  std::string source;              ///< the file it came from ("" when built in code)
+  YAML::Node system_params;        ///< system section minus `plugin`
+  std::map<std::string, std::string> origins;  ///< full key -> "file:line" / "command line 'k=v'"
+
+  /// Loads `path`, applies `overrides` ("trainer.max_steps=10") and validates
+  /// everything but the plugin's own keys (see SystemParams). Throws ConfigError.
+  static ExperimentConfig load(const std::string& path, const std::vector<std::string>& overrides = {});
+  /// Parses YAML text (from a checkpoint); `source` names it in errors.
+  static ExperimentConfig parse(const std::string& yaml_text, const std::string& source,
+                                const std::vector<std::string>& overrides = {});
+  /// The resolved config as YAML: every option with its value, defaults included.
+  std::string to_yaml() const;
+  /// Where `key` was set, for messages ("configs/x.yaml:12").
+  std::string where(const std::string& key) const;
+};
+
+/// gantry::Params over the `system:` section, recording which keys the plugin
+/// asked for so that the rest can be reported as unknown.
+class GANTRY_CORE_EXPORT SystemParams : public Params {
+ public:
+  explicit SystemParams(const ExperimentConfig& cfg);
+
+  bool has(const std::string& key) const override;
+  double get_double(const std::string& key) const override;
+  int64_t get_int(const std::string& key) const override;
+  bool get_bool(const std::string& key) const override;
+  std::string get_string(const std::string& key) const override;
+  std::vector<double> get_double_list(const std::string& key) const override;
+  std::vector<int64_t> get_int_list(const std::string& key) const override;
+
+  /// Throws ConfigError for the first key set in the config that the plugin
+  /// `plugin_name` never asked for, with the nearest key it did ask for.
+  void check_all_used(const std::string& plugin_name) const;
+
+ private:
+  const YAML::Node& require(const std::string& key, const char* expected) const;
+  [[noreturn]] void type_error(const std::string& key, const char* expected) const;
+
+  const ExperimentConfig& cfg_;
+  std::map<std::string, YAML::Node> values_;  // flattened: "a.b" -> scalar or list
+  mutable std::set<std::string> asked_;
+};
+
+/// The nearest of `candidates` to `word` (edit distance), or "" when none is close.
+GANTRY_CORE_EXPORT std::string nearest_key(const std::string& word,
+                                           const std::vector<std::string>& candidates);
+
+}  // namespace gantry

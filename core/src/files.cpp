@@ -1,0 +1,101 @@
+#include "files.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gantry {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::string& path) {
+  throw Error("cannot " + what + " " + path + ": " + std::strerror(errno));
+}
+
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // best effort: some file systems refuse
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  const fs::path target(path);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("create", tmp);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int saved = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      errno = saved;
+      fail("write", tmp);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    fail("flush", tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    fail("rename into place", path);
+  }
+  fsync_dir(target.parent_path());
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open " + path + ": " + std::strerror(errno));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string make_run_dir(const std::string& out_dir, const std::string& name) {
+  const fs::path experiment = fs::path(out_dir) / name;
+  std::error_code ec;
+  fs::create_directories(experiment, ec);
+  if (ec) throw Error("cannot create " + experiment.string() + ": " + ec.message());
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  fs::path run;
+  for (int i = 0;; ++i) {
+    run = experiment / (i ? std::string(stamp) + "-" + std::to_string(i) : std::string(stamp));
+    if (fs::create_directory(run, ec)) break;  // atomic: never two runs in one folder
+    if (ec) throw Error("cannot create " + run.string() + ": " + ec.message());
+  }
+  for (const char* sub : {"images", "checkpoints"}) fs::create_directory(run / sub);
+  // latest -> <stamp>: a relative symlink, swapped in atomically by rename.
+  const fs::path link = experiment / "latest";
+  const fs::path tmp = experiment / (".latest." + std::to_string(::getpid()));
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(run.filename(), tmp, ec);
+  if (!ec) fs::rename(tmp, link, ec);
+  return run.string();
+}
+
+}  // namespace gantry

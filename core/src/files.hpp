@@ -1,0 +1,22 @@
+// File-system helpers: atomic writes and run directories.
+#pragma once
+
+#include <string>
+
+#include "gantry/core_export.hpp"
+
+namespace gantry {
+
+/// Writes `bytes` to `path` atomically: a temp file beside it, fsync, rename,
+/// fsync of the directory. A crash leaves either the old file or the new one,
+/// never half of one. Throws gantry::Error naming the path.
+GANTRY_CORE_EXPORT void write_file_atomic(const std::string& path, const std::string& bytes);
+
+/// Reads a whole file; throws gantry::Error naming the path.
+GANTRY_CORE_EXPORT std::string read_file(const std::string& path);
+
+/// Creates `<out_dir>/<name>/<YYYYmmdd-HHMMSS>[-N]/` (never reusing one) and
+/// points `<out_dir>/<name>/latest` at it. Returns its path.
+GANTRY_CORE_EXPORT std::string make_run_dir(const std::string& out_dir, const std::string& name);
+
+}  // namespace gantry

@@ -1,0 +1,38 @@
+// Facts about the process the trainer runs in: BLAS, cores, threads, signals.
+#pragma once
+
+#include <string>
+
+#include "gantry/core_export.hpp"
+
+namespace gantry {
+
+struct BlasInfo {
+  std::string name;   ///< "OpenBLAS", "reference BLAS", "MKL", "BLIS" or "unknown"
+  std::string path;   ///< the library that provides dgemm_/sgemm_
+  bool reference = false;  ///< Netlib's reference BLAS: ~40x slower at matrix products
+};
+
+/// Which BLAS LibTorch's matrix products go to (Debian's LibTorch calls
+/// whatever libblas.so.3 the alternatives system selects).
+GANTRY_CORE_EXPORT BlasInfo detect_blas();
+
+/// One line to warn with when the reference BLAS is in use, else "".
+GANTRY_CORE_EXPORT std::string blas_warning(const BlasInfo& blas);
+
+/// Cores this process may run on (sched_getaffinity; SLURM and taskset limit it).
+GANTRY_CORE_EXPORT int available_cores();
+
+/// Sets LibTorch's intra-op threads: `requested`, or when 0 the available
+/// cores shared among `local_ranks` processes. Returns the count set.
+GANTRY_CORE_EXPORT int configure_threads(int64_t requested, int local_ranks = 1);
+
+/// SIGINT / SIGTERM ask the trainer to stop at the next step boundary (the
+/// handler only sets a flag); a second SIGINT exits at once with 130.
+GANTRY_CORE_EXPORT void install_stop_signals();
+/// The signal that asked to stop, or 0.
+GANTRY_CORE_EXPORT int stop_requested();
+/// Clears the flag (tests).
+GANTRY_CORE_EXPORT void clear_stop_request();
+
+}  // namespace gantry

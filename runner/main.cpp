@@ -1,0 +1,177 @@
+// gantry: the command-line runner.
+//   gantry train CONFIG [key=value ...]      train an experiment
+//   gantry validate CONFIG [key=value ...]   check config, plugin and data without training
+//   gantry plugins                            list the plugins found, with their manifests
+//   gantry sample --checkpoint PATH [-n 64] [-o grid.png]
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "errors.hpp"
+#include "files.hpp"
+#include "gantry/version.hpp"
+#include "idx_dataset.hpp"
+#include "image_grid.hpp"
+#include "plugin_loader.hpp"
+#include "runtime.hpp"
+#include "trainer.hpp"
+
+namespace fs = std::filesystem;
+using namespace gantry;
+
+namespace {
+
+std::string join_shape(const torch::Tensor& images) {
+  std::string s;
+  for (int64_t i = 1; i < images.dim(); ++i) s += (i > 1 ? "x" : "") + std::to_string(images.size(i));
+  return s;
+}
+
+// The one line describing the engine, printed at the start of train/validate.
+void print_banner(const Experiment& e, int threads) {
+  const BlasInfo blas = detect_blas();
+  std::printf("gantry %s | plugin %s | %s, %d thread%s\n", GANTRY_VERSION,
+              e.plugin->manifest().summary().c_str(), blas.name.c_str(), threads,
+              threads == 1 ? "" : "s");
+  const std::string warn = blas_warning(blas);
+  if (!warn.empty()) std::fprintf(stderr, "%s\n", warn.c_str());
+}
+
+ImageDataset load_train_data(const ExperimentConfig& cfg) {
+  ImageDataset ds = load_idx_images(cfg.data.path, cfg.data.train_prefix);
+  std::printf("data: %ld images %s from %s\n", long(ds.size()), join_shape(ds.images).c_str(),
+              ds.images_file.c_str());
+  return ds;
+}
+
+int cmd_train(const std::string& config_path, const std::vector<std::string>& overrides) {
+  const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
+  Experiment exp = Experiment::build(cfg);
+  const int threads = configure_threads(cfg.trainer.threads);
+  print_banner(exp, threads);
+  const ImageDataset train = load_train_data(cfg);
+  std::optional<ImageDataset> val;
+  if (cfg.trainer.val_every_n_epochs > 0) val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
+
+  const std::string run_dir = make_run_dir(cfg.trainer.out_dir, cfg.name);
+  write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
+  std::printf("run directory: %s\n", run_dir.c_str());
+  std::fflush(stdout);
+
+  install_stop_signals();
+  Trainer trainer(std::move(exp), run_dir);
+  const FitResult r = trainer.fit(train, val ? &*val : nullptr);
+  const double steps_per_s = r.seconds > 0 ? double(r.state.global_step) / r.seconds : 0;
+  std::printf("%s at step %ld (epoch %ld) after %.1f s (%.1f steps/s)\n",
+              r.stop_signal ? "stopped by signal" : "done", long(r.state.global_step),
+              long(r.state.epoch), r.seconds, steps_per_s);
+  for (const auto& [name, v] : r.last_values) std::printf("  %s %.4f\n", name.c_str(), v);
+  std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(),
+              (fs::path(run_dir) / "images").c_str());
+  return r.stop_signal ? 128 + r.stop_signal : 0;
+}
+
+int cmd_validate(const std::string& config_path, const std::vector<std::string>& overrides) {
+  const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
+  Experiment exp = Experiment::build(cfg);
+  const DataSpec spec = exp.system->data_spec();
+  const ImageDataset train = load_train_data(cfg);
+  if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)
+    throw DataError(train.images_file + ": samples are " + join_shape(train.images) +
+                    ", plugin " + exp.plugin->manifest().name + " expects another shape");
+  if (!cfg.trainer.resume.empty()) {
+    const CheckpointMeta meta = read_checkpoint_meta(cfg.trainer.resume);
+    if (meta.plugin != exp.plugin->manifest().name)
+      throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" +
+                            meta.plugin + "', this config uses '" + exp.plugin->manifest().name +
+                            "'");
+  }
+  std::printf("%s: OK (plugin %s, %ld samples, batch %ld)\n", config_path.c_str(),
+              exp.plugin->manifest().summary().c_str(), long(train.size()),
+              long(cfg.data.batch_size));
+  return 0;
+}
+
+int cmd_plugins() {
+  const auto found = Plugin::list_all();
+  if (found.empty()) {
+    std::string dirs;
+    for (const auto& d : Plugin::search_path()) dirs += "\n  " + d;
+    std::printf("no plugins found in:%s\n", dirs.c_str());
+    return 1;
+  }
+  for (const auto& [path, summary] : found) std::printf("%s\n  %s\n", summary.c_str(), path.c_str());
+  return 0;
+}
+
+int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out, int64_t seed) {
+  const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
+  const ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (config)");
+  Experiment exp = Experiment::build(cfg);
+  auto modules = exp.system->modules();
+  load_checkpoint(checkpoint, exp.plugin->manifest().name, modules, {}, false);
+  for (auto& m : modules) m.module->eval();
+  torch::manual_seed(static_cast<uint64_t>(seed));
+  torch::NoGradGuard no_grad;
+  const torch::Tensor images = exp.system->forward(exp.system->sample_input(n));
+  const DataSpec spec = exp.system->data_spec();
+  write_file_atomic(out, encode_png(make_grid(images, 8, 2, spec.low, spec.high)));
+  std::printf("wrote %ld samples from %s to %s\n", long(n), checkpoint.c_str(), out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gantry: train LibTorch systems from plugins (PyTorch Lightning for C++)"};
+  app.set_version_flag("--version", std::string("gantry ") + GANTRY_VERSION);
+  app.require_subcommand(1);
+
+  std::string config;
+  std::vector<std::string> overrides;
+  auto* train = app.add_subcommand("train", "Train an experiment");
+  train->add_option("config", config, "Experiment YAML (configs/)")->required()->check(CLI::ExistingFile);
+  train->add_option("overrides", overrides, "Overrides: key=value (trainer.max_steps=100)");
+
+  auto* validate =
+      app.add_subcommand("validate", "Check a config, its plugin and data without training");
+  validate->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
+  validate->add_option("overrides", overrides, "Overrides: key=value");
+
+  auto* plugins = app.add_subcommand("plugins", "List plugins found, with their manifests");
+
+  std::string checkpoint, out = "samples.png";
+  int64_t n = 64, seed = 0;
+  auto* sample = app.add_subcommand("sample", "Generate samples from a checkpoint as a PNG grid");
+  sample->add_option("--checkpoint,-c", checkpoint, "Checkpoint file")->required()->check(CLI::ExistingFile);
+  sample->add_option("-n", n, "Number of samples")->check(CLI::Range(1, 4096));
+  sample->add_option("-o,--output", out, "Output PNG");
+  sample->add_option("--seed", seed, "Seed for the sample inputs");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*train) return cmd_train(config, overrides);
+    if (*validate) return cmd_validate(config, overrides);
+    if (*plugins) return cmd_plugins();
+    if (*sample) return cmd_sample(checkpoint, n, out, seed);
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "\ngantry: error: %s\n", e.what());
+    return 1;
+  } catch (const c10::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "\ngantry: error: %s\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "\ngantry: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
