@@ -167,9 +167,9 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
     throw ConfigError(source + ": an experiment config is a YAML mapping of sections "
                       "(name, system, data, trainer, checkpoint)");
   YAML::Node tree = root.IsNull() ? YAML::Node(YAML::NodeType::Map) : YAML::Clone(root);
-  // Remember where each file key was before overrides replace nodes.
+  // Remember where each file key was (Clone drops marks; overrides replace nodes).
   std::vector<std::pair<std::string, YAML::Node>> file_leaves;
-  flatten(tree, "", file_leaves);
+  if (root.IsMap()) flatten(root, "", file_leaves);
   for (const auto& [key, node] : file_leaves) cfg.origins[key] = file_line(source, node);
   for (const auto& o : overrides) apply_override(tree, o, cfg);
 

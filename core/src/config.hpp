@@ -18,7 +18,7 @@
 
 namespace gantry {
 
-struct TrainerOptions {
+struct GANTRY_CORE_EXPORT TrainerOptions {
   int64_t max_epochs = 1;            ///< -1: no epoch limit
   int64_t max_steps = -1;            ///< batches; -1: no step limit
   std::string max_time;              ///< "DD:HH:MM:SS", "HH:MM:SS" or seconds; empty: none

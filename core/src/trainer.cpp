@@ -29,6 +29,8 @@ Experiment Experiment::build(const ExperimentConfig& config) {
   Experiment e;
   e.config = config;
   e.plugin = Plugin::find(config.system.plugin);
+  // Seed before the plugin builds its modules: their initialisation is part of the run.
+  torch::manual_seed(static_cast<uint64_t>(config.trainer.seed));
   SystemParams params(e.config);
   e.system = e.plugin->create(params);
   params.check_all_used(e.plugin->manifest().name);
@@ -386,6 +388,11 @@ struct Trainer::Impl {
 Trainer::Trainer(Experiment experiment, std::string run_dir) : impl_(std::make_unique<Impl>()) {
   impl_->exp = std::move(experiment);
   impl_->run_dir = std::move(run_dir);
+  for (const char* sub : {"images", "checkpoints"}) {
+    std::error_code ec;
+    fs::create_directories(fs::path(impl_->run_dir) / sub, ec);
+    if (ec) throw Error("cannot create " + (fs::path(impl_->run_dir) / sub).string() + ": " + ec.message());
+  }
   impl_->setup();
 }
 

@@ -1,0 +1,146 @@
+// Checkpoints: weights, optimizer state, step and RNG restored exactly; a file
+// of another model or plugin, or a corrupt one, is a clear error.
+#include <torch/torch.h>
+
+#include "checkpoint.hpp"
+#include "errors.hpp"
+#include "support.hpp"
+#include "trainer.hpp"
+
+using namespace gantry;
+using gantry::test::TempDir;
+
+namespace {
+
+Experiment gan_experiment(const std::vector<std::string>& overrides = {}) {
+  std::vector<std::string> o = {"system.plugin=" + gantry::test::gan_plugin_path(),
+                                "trainer.progress=none", "trainer.image_every_n_steps=0"};
+  o.insert(o.end(), overrides.begin(), overrides.end());
+  return Experiment::build(
+      ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"), o));
+}
+
+}  // namespace
+
+TEST(Checkpoint, RoundTripRestoresWeightsOptimizerStateStepAndRng) {
+  TempDir dir;
+  // Five real training steps, so that Adam has state and BatchNorm has stats.
+  Experiment a = gan_experiment({"trainer.max_steps=5", "data.batch_size=16"});
+  auto trained = a.system;
+  const auto data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+  const FitResult r = Trainer(a, dir.path().string()).fit(data);
+  ASSERT_EQ(r.state.global_step, 5);
+  const std::string path = r.last_checkpoint;
+  ASSERT_TRUE(std::filesystem::exists(path));
+
+  torch::manual_seed(999);  // a different init
+  Experiment b = gan_experiment();
+  auto mods = b.system->modules();
+  auto opts = b.system->configure_optimizers();
+  const TrainState got = load_checkpoint(path, "gan", mods, opts, true);
+  EXPECT_EQ(got.global_step, 5);
+  EXPECT_EQ(got.epoch, 0);
+  EXPECT_EQ(got.batch_in_epoch, 5);
+  const auto rng_next = torch::rand({4});
+  auto trained_mods = trained->modules();
+  for (size_t m = 0; m < mods.size(); ++m) {
+    auto pb = mods[m].module->named_parameters();
+    for (const auto& p : trained_mods[m].module->named_parameters())
+      EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
+    auto bb = mods[m].module->named_buffers();
+    for (const auto& p : trained_mods[m].module->named_buffers())
+      EXPECT_TRUE(torch::equal(p.value(), bb[p.key()])) << p.key();
+  }
+  // Adam's state came back: every parameter has taken 5 steps, with moments.
+  for (const auto& o : opts) {
+    auto& adam = dynamic_cast<torch::optim::Adam&>(*o.optimizer);
+    for (const auto& p : adam.param_groups()[0].params()) {
+      const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      ASSERT_TRUE(adam.state().count(key)) << o.name;
+      const auto& st = static_cast<const torch::optim::AdamParamState&>(*adam.state().at(key));
+      EXPECT_EQ(st.step(), 5) << o.name;
+      EXPECT_GT(st.exp_avg_sq().abs().sum().item<double>(), 0) << o.name;
+    }
+  }
+  // The RNG continues where the checkpoint left it.
+  load_checkpoint(path, "gan", mods, opts, true);
+  EXPECT_TRUE(torch::equal(torch::rand({4}), rng_next));
+  EXPECT_EQ(read_checkpoint_meta(path).plugin, "gan");
+}
+
+TEST(Checkpoint, ModelOfAnotherShapeIsAClearErrorAndChangesNothing) {
+  TempDir dir;
+  Experiment a = gan_experiment();
+  save_checkpoint(dir / "a.ckpt", a.system->modules(), a.system->configure_optimizers(), {},
+                  {"gan", "0.1.0", ""});
+  Experiment b = gan_experiment({"system.latent_dim=50"});
+  auto mods = b.system->modules();
+  const auto before = mods[0].module->parameters()[0].clone();
+  try {
+    load_checkpoint(dir / "a.ckpt", "gan", mods, {}, false);
+    FAIL() << "expected CheckpointError";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("'generator.model.0.weight' has shape [128, 100], the "
+                                         "model has [128, 50]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(torch::equal(before, mods[0].module->parameters()[0]));
+}
+
+TEST(Checkpoint, OtherPluginIsAClearError) {
+  TempDir dir;
+  Experiment a = gan_experiment();
+  save_checkpoint(dir / "a.ckpt", a.system->modules(), {}, {}, {"gan", "0.1.0", ""});
+  EXPECT_THROW(
+      {
+        try {
+          load_checkpoint(dir / "a.ckpt", "tiny", a.system->modules(), {}, false);
+        } catch (const CheckpointError& e) {
+          EXPECT_NE(std::string(e.what()).find("written by plugin 'gan', this run uses plugin 'tiny'"),
+                    std::string::npos);
+          throw;
+        }
+      },
+      CheckpointError);
+}
+
+TEST(Checkpoint, TruncatedFileIsDetected) {
+  TempDir dir;
+  Experiment a = gan_experiment();
+  save_checkpoint(dir / "a.ckpt", a.system->modules(), {}, {}, {"gan", "0.1.0", ""});
+  const std::string bytes = gantry::test::read_text(dir / "a.ckpt");
+  gantry::test::write_text(dir / "cut.ckpt", bytes.substr(0, bytes.size() * 2 / 3));
+  EXPECT_THROW(read_checkpoint_meta(dir / "cut.ckpt"), CheckpointError);
+  gantry::test::write_text(dir / "junk.ckpt", "not a checkpoint");
+  EXPECT_THROW(read_checkpoint_meta(dir / "junk.ckpt"), CheckpointError);
+}
+
+TEST(Checkpoint, ResumedRunEndsBitIdenticalToAnUninterruptedOne) {
+  TempDir straight, first, second;
+  const auto data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+  const std::vector<std::string> common = {"data.batch_size=16", "trainer.log_every_n_steps=1"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    return gan_experiment(extra);
+  };
+  const FitResult a = Trainer(with({"trainer.max_steps=10"}), straight.path().string()).fit(data);
+  const FitResult b = Trainer(with({"trainer.max_steps=5"}), first.path().string()).fit(data);
+  const FitResult c =
+      Trainer(with({"trainer.max_steps=10", "trainer.resume=" + b.last_checkpoint}),
+              second.path().string())
+          .fit(data);
+  ASSERT_EQ(c.state.global_step, 10);
+  auto state_dict = [](const std::string& file) {
+    auto bytes = gantry::test::read_text(file);
+    return torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()))
+        .toGenericDict()
+        .at("state_dict")
+        .toGenericDict();
+  };
+  const auto sa = state_dict(a.last_checkpoint), sc = state_dict(c.last_checkpoint);
+  ASSERT_EQ(sa.size(), sc.size());
+  for (const auto& e : sa)
+    EXPECT_TRUE(torch::equal(e.value().toTensor(), sc.at(e.key()).toTensor())) << e.key().toStringRef();
+  EXPECT_EQ(a.last_values, c.last_values);
+}

@@ -1,0 +1,113 @@
+// The gantry CLI as a user meets it: bad input is one line on stderr naming
+// the culprit and a non-zero exit; a short run writes the run directory.
+#include "png.hpp"
+#include "support.hpp"
+
+using gantry::test::CommandResult;
+using gantry::test::lines_of;
+using gantry::test::run_gantry;
+using gantry::test::TempDir;
+using gantry::test::write_text;
+
+namespace {
+
+const std::string kDemo = gantry::test::source_path("configs/gan_fashion_mnist.yaml");
+
+// Exactly one non-empty line on stderr, starting "gantry: error:" and containing `what`.
+void expect_one_error_line(const CommandResult& r, const std::string& what) {
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto lines = lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("gantry: error: ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(what), std::string::npos) << lines[0];
+}
+
+}  // namespace
+
+TEST(Cli, UnknownOverrideKey) {
+  TempDir dir;
+  expect_one_error_line(run_gantry("train '" + kDemo + "' trainer.max_stepz=3", dir.path()),
+                        "did you mean 'trainer.max_steps'");
+}
+
+TEST(Cli, PluginThatIsNotALibrary) {
+  TempDir dir;
+  expect_one_error_line(run_gantry("train '" + kDemo + "' system.plugin=" +
+                                       gantry::test::plugin_path("notalib"),
+                                   dir.path()),
+                        "is not a loadable shared library");
+}
+
+TEST(Cli, PluginOfAnotherLibTorch) {
+  TempDir dir;
+  expect_one_error_line(run_gantry("validate '" + kDemo + "' system.plugin=" +
+                                       gantry::test::plugin_path("other_torch"),
+                                   dir.path()),
+                        "was built against LibTorch 2.11");
+}
+
+TEST(Cli, MissingData) {
+  TempDir dir;
+  expect_one_error_line(run_gantry("train '" + kDemo + "' data.path=/nonexistent", dir.path()),
+                        "/nonexistent: data.path is not a directory");
+}
+
+TEST(Cli, WrongShapeData) {
+  TempDir dir;
+  // 4 images of 1x8x8: the GAN expects 1x28x28.
+  write_text(dir / "train-images-idx3-ubyte",
+             gantry::test::idx_bytes({4, 8, 8}, std::string(4 * 64, '\x10')));
+  expect_one_error_line(run_gantry("train '" + kDemo + "' data.path=" + dir.path().string(), dir.path()),
+                        "plugin gan expects [1, 28, 28]");
+}
+
+TEST(Cli, ValidateAcceptsTheDemo) {
+  TempDir dir;
+  const auto r = run_gantry("validate '" + kDemo + "'", dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(": OK (plugin gan 0.1.0"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PluginsListsTheGan) {
+  const auto r = run_gantry("plugins");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.0"), std::string::npos) << r.out;
+}
+
+TEST(Cli, TrainWritesRunDirectoryThenSampleReadsTheCheckpoint) {
+  TempDir dir;
+  const auto r = run_gantry("train '" + kDemo +
+                                "' trainer.max_steps=30 trainer.log_every_n_steps=10 "
+                                "trainer.image_every_n_steps=20 checkpoint.every_n_steps=20",
+                            dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done at step 30"), std::string::npos) << r.out;
+  const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
+  ASSERT_TRUE(std::filesystem::is_symlink(run));
+  for (const char* f : {"config.yaml", "metrics.csv", "images/generated_0000000.png",
+                        "images/generated_0000020.png", "images/generated_0000030.png",
+                        "checkpoints/step_0000020.ckpt", "checkpoints/step_0000030.ckpt"})
+    EXPECT_TRUE(std::filesystem::exists(run / f)) << f;
+  // The resolved config records the overrides, and is itself a valid config.
+  const auto resolved = gantry::test::read_text(run / "config.yaml");
+  EXPECT_NE(resolved.find("max_steps: 30"), std::string::npos) << resolved;
+  const auto v = run_gantry("validate '" + (run / "config.yaml").string() + "'", dir.path());
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  // No partial files left behind by the atomic writes.
+  for (const auto& e : std::filesystem::recursive_directory_iterator(run))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+
+  const auto s = run_gantry("sample --checkpoint '" + (run / "checkpoints/step_0000030.ckpt").string() +
+                                "' -n 16 -o grid.png",
+                            dir.path());
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const auto grid = gantry::decode_png(gantry::test::read_text(dir / "grid.png"));
+  EXPECT_EQ(grid.width, 8 * 30 + 2);
+  EXPECT_EQ(grid.height, 2 * 30 + 2);
+}
+
+TEST(Cli, SampleFromCorruptCheckpoint) {
+  TempDir dir;
+  write_text(dir / "bad.ckpt", "garbage");
+  expect_one_error_line(run_gantry("sample --checkpoint bad.ckpt", dir.path()), "bad.ckpt");
+}

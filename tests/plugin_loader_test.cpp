@@ -1,0 +1,126 @@
+// The loader against real plugins built by this tree: a good one and one for
+// each way a plugin can be wrong. Each wrong one is one clear PluginError.
+#include "config.hpp"
+#include "errors.hpp"
+#include "plugin_loader.hpp"
+#include "support.hpp"
+
+using namespace gantry;
+using gantry::test::plugin_path;
+
+namespace {
+
+std::string open_error(const std::string& path) {
+  try {
+    Plugin::open(path);
+  } catch (const PluginError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+ExperimentConfig config_with(const std::string& plugin, const std::string& system_yaml = "") {
+  return ExperimentConfig::parse("name: t\nsystem:\n  plugin: " + plugin + "\n" + system_yaml,
+                                 "test.yaml");
+}
+
+}  // namespace
+
+TEST(PluginLoader, GoodPluginManifestAndFactory) {
+  auto plugin = Plugin::open(plugin_path("tiny"));
+  EXPECT_EQ(plugin->manifest().name, "tiny");
+  EXPECT_EQ(plugin->manifest().version, "1.0.0");
+  EXPECT_EQ(plugin->manifest().abi_major, GANTRY_ABI_VERSION_MAJOR);
+  EXPECT_EQ(plugin->manifest().torch_minor, TORCH_VERSION_MINOR);
+  const auto cfg = config_with(plugin_path("tiny"));
+  SystemParams params(cfg);
+  auto system = plugin->create(params);
+  ASSERT_TRUE(system);
+  EXPECT_EQ(system->modules().size(), 1u);
+  EXPECT_EQ(system->forward(torch::zeros({2, 784})).sizes(), (std::vector<int64_t>{2, 10}));
+}
+
+TEST(PluginLoader, SystemKeepsLibraryLoadedAfterPluginHandleIsGone) {
+  std::shared_ptr<System> system;
+  {
+    auto plugin = Plugin::open(plugin_path("tiny"));
+    const auto cfg = config_with(plugin_path("tiny"));
+    SystemParams params(cfg);
+    system = plugin->create(params);
+  }
+  // The plugin handle is gone; calling into the plugin's code must still work.
+  EXPECT_EQ(system->sample_input(3).size(0), 3);
+  system.reset();  // and deleting through the plugin's destructor too
+}
+
+TEST(PluginLoader, FindsPluginByNameInPluginPath) {
+  ::setenv("GANTRY_PLUGIN_PATH", GANTRY_TEST_PLUGIN_DIR, 1);
+  EXPECT_EQ(Plugin::find("tiny")->manifest().name, "tiny");
+  ::unsetenv("GANTRY_PLUGIN_PATH");
+  try {
+    Plugin::find("nosuchplugin");
+    FAIL() << "expected PluginError";
+  } catch (const PluginError& e) {
+    EXPECT_NE(std::string(e.what()).find("plugin 'nosuchplugin' not found"), std::string::npos);
+  }
+}
+
+TEST(PluginLoader, WrongAbiVersionNamesBothSides) {
+  const auto msg = open_error(plugin_path("wrong_abi"));
+  EXPECT_NE(msg.find(plugin_path("wrong_abi")), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gantry ABI 99.x, this runner 1.0"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, OtherLibTorchVersionNamesBothSides) {
+  const auto msg = open_error(plugin_path("other_torch"));
+  EXPECT_NE(msg.find("was built against LibTorch 2.11, this runner uses " +
+                     std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
+                     ": rebuild the plugin"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(PluginLoader, MissingFactoryIsAnError) {
+  const auto msg = open_error(plugin_path("no_factory"));
+  EXPECT_NE(msg.find("exports no factory gantry_create"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, NotASharedLibrary) {
+  const auto msg = open_error(plugin_path("notalib"));
+  EXPECT_NE(msg.find("is not a loadable shared library"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("libnotalib.so"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, LibraryWithoutManifestIsNotAPlugin) {
+  const auto msg = open_error("/lib/x86_64-linux-gnu/libz.so.1");
+  EXPECT_NE(msg.find("is not a gantry plugin"), std::string::npos) << msg;
+}
+
+TEST(PluginLoader, MissingFile) {
+  EXPECT_NE(open_error("/nonexistent/libx.so").find("no such file"), std::string::npos);
+}
+
+TEST(PluginLoader, ThrowingConstructorIsAPluginErrorNamingThePlugin) {
+  auto plugin = Plugin::open(plugin_path("throws"));
+  const auto cfg = config_with(plugin_path("throws"));
+  SystemParams params(cfg);
+  try {
+    plugin->create(params);
+    FAIL() << "expected PluginError";
+  } catch (const PluginError& e) {
+    EXPECT_STREQ(e.what(), "plugin throws: constructor failed: cannot build the model");
+  }
+}
+
+TEST(PluginLoader, ListsEveryPluginWithManifestOrError) {
+  ::setenv("GANTRY_PLUGIN_PATH", GANTRY_TEST_PLUGIN_DIR, 1);
+  const auto all = Plugin::list_all();
+  ::unsetenv("GANTRY_PLUGIN_PATH");
+  int good = 0, bad = 0;
+  for (const auto& [path, summary] : all) {
+    if (path.find("test_plugins") == std::string::npos) continue;
+    (summary.rfind("error:", 0) == 0 ? bad : good)++;
+  }
+  EXPECT_EQ(good, 2);  // tiny, throws (a good manifest; it fails only when constructed)
+  EXPECT_EQ(bad, 4);   // wrong_abi, other_torch, no_factory, notalib
+}

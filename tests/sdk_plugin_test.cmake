@@ -1,0 +1,46 @@
+# Installs gantry, builds tests/sdk_plugin against the installed SDK with
+# find_package(gantry), and trains it with the installed runner.
+# Args: BUILD_DIR SOURCE_DIR WORK_DIR Torch_DIR
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+foreach(f include/gantry/gantry.hpp include/gantry/version.hpp include/gantry/core_export.hpp
+          lib/cmake/gantry/gantryConfig.cmake lib/cmake/gantry/GantryPlugin.cmake bin/gantry
+          lib/gantry/plugins/libgan.so)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "the install lacks ${f}")
+  endif()
+endforeach()
+
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/sdk_plugin -B ${WORK_DIR}/build -G Ninja
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${prefix} -DTorch_DIR=${Torch_DIR})
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+
+# The installed runner finds the installed GAN by name, and the new plugin by path.
+run(${prefix}/bin/gantry plugins)
+if(NOT out MATCHES "gan 0\\.1\\.0")
+  message(FATAL_ERROR "installed gantry does not list the installed gan plugin:\n${out}")
+endif()
+run(${prefix}/bin/gantry train ${SOURCE_DIR}/tests/sdk_plugin/tiny.yaml
+    system.plugin=${WORK_DIR}/build/libtiny.so trainer.out_dir=${WORK_DIR}/runs)
+file(READ ${WORK_DIR}/runs/tiny/latest/metrics.csv csv)
+string(REGEX MATCHALL "\n60,0,[0-9.]+,([0-9.]+)" last "${csv}")
+if(NOT csv MATCHES "^step,epoch,wall_time,loss\n" OR NOT last)
+  message(FATAL_ERROR "metrics.csv of the out-of-tree plugin is not as expected:\n${csv}")
+endif()
+string(REGEX MATCH "\n10,0,[0-9.]+,([0-9.]+)" first "${csv}")
+set(first_loss ${CMAKE_MATCH_1})
+string(REGEX MATCH "\n60,0,[0-9.]+,([0-9.]+)" last "${csv}")
+set(last_loss ${CMAKE_MATCH_1})
+if(NOT last_loss LESS first_loss)
+  message(FATAL_ERROR "the out-of-tree plugin did not learn: loss ${first_loss} at step 10, ${last_loss} at 60")
+endif()
+message(STATUS "out-of-tree plugin trained: loss ${first_loss} -> ${last_loss}")

@@ -1,0 +1,101 @@
+// Helpers shared by the tests: temp dirs, files, running the CLI, paths the
+// build passes in (GANTRY_BIN, GANTRY_TEST_PLUGIN_DIR, GANTRY_SOURCE_DIR).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+namespace gantry::test {
+
+namespace fs = std::filesystem;
+
+/// A fresh directory under the system temp dir, removed when it goes out of scope.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "gantry-test-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline std::string plugin_path(const std::string& name) {
+  return std::string(GANTRY_TEST_PLUGIN_DIR) + "/lib" + name + ".so";
+}
+
+inline std::string gan_plugin_path() { return std::string(GANTRY_PLUGIN_DIR) + "/libgan.so"; }
+
+inline std::string source_path(const std::string& rel) {
+  return std::string(GANTRY_SOURCE_DIR) + "/" + rel;
+}
+
+/// The real Fashion-MNIST from Debian's dataset-fashion-mnist.
+inline std::string fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+
+/// Runs the gantry CLI with `args` (shell-quoted by the caller) in `cwd`.
+inline CommandResult run_gantry(const std::string& args, const std::string& cwd = ".") {
+  TempDir io;
+  const std::string cmd = "cd '" + cwd + "' && '" + std::string(GANTRY_BIN) + "' " + args + " >'" +
+                          (io / "out") + "' 2>'" + (io / "err") + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(io / "out");
+  r.err = read_text(io / "err");
+  return r;
+}
+
+/// Non-empty lines of `text`.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+/// An IDX file: magic 0x0000080<ndim>, dims, then `data`.
+inline std::string idx_bytes(const std::vector<uint32_t>& dims, const std::string& data) {
+  std::string b = {0, 0, 8, static_cast<char>(dims.size())};
+  for (uint32_t d : dims)
+    b += {static_cast<char>(d >> 24), static_cast<char>(d >> 16), static_cast<char>(d >> 8),
+          static_cast<char>(d)};
+  return b + data;
+}
+
+}  // namespace gantry::test
