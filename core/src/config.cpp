@@ -32,8 +32,6 @@ const char* type_name();
 template <>
 const char* type_name<int64_t>() { return "an integer"; }
 template <>
-const char* type_name<double>() { return "a number"; }
-template <>
 const char* type_name<bool>() { return "true or false"; }
 template <>
 const char* type_name<std::string>() { return "a string"; }

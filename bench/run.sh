@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Steady-state speed of `gantry train` on the demo config against a bare
+# LibTorch loop of the same model, data and optimizers, in the same run.
+# Runs alternate (gantry, bare, gantry, bare, ...) because these machines are
+# noisy; each ratio is taken within a pair, and the table shows medians.
+#   bench/run.sh [pairs=5] [steps=1100] [threads=1] [batch=64]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pairs=${1:-5} steps=${2:-1100} threads=${3:-1} batch=${4:-64}
+warmup=100
+cmake --build build --target gantry gan bare_gan >/dev/null
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+g_all=() b_all=() bi_all=() r_all=() ri_all=()
+for i in $(seq "$pairs"); do
+  build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps="$steps" \
+    trainer.threads="$threads" data.batch_size="$batch" trainer.progress=none \
+    trainer.log_every_n_steps=50 trainer.out_dir="$out" name="run$i" >/dev/null
+  g=$(python3 bench/gantry_steps_per_s.py "$out/run$i/latest/metrics.csv" "$warmup")
+  b=$(build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" | awk '{print $2}')
+  bi=$(build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" --inputs | awk '{print $2}')
+  g_all+=("$g") b_all+=("$b") bi_all+=("$bi")
+  r_all+=("$(echo "$g / $b" | bc -l)") ri_all+=("$(echo "$g / $bi" | bc -l)")
+  echo "pair $i: gantry $g  bare $b  bare(inputs=) $bi steps/s" >&2
+done
+
+med() { printf '%s\n' "$@" | median; }
+printf '\nGAN, batch %s, %s thread(s), steps %s..%s, %s alternating runs each (median)\n\n' \
+  "$batch" "$threads" "$warmup" "$steps" "$pairs"
+printf '| loop | steps/s | samples/s | gantry / this (paired median) |\n|---|---|---|---|\n'
+printf '| gantry train (plugin, DataLoader thread, metrics.csv, grids, checkpoint at end) | %.1f | %.0f | 1.00 |\n' \
+  "$(med "${g_all[@]}")" "$(echo "$(med "${g_all[@]}") * $batch" | bc -l)"
+printf '| bare LibTorch loop, loss.backward() | %.1f | %.0f | %.3f |\n' \
+  "$(med "${b_all[@]}")" "$(echo "$(med "${b_all[@]}") * $batch" | bc -l)" "$(med "${r_all[@]}")"
+printf '| bare LibTorch loop, backward(inputs=G params) | %.1f | %.0f | %.3f |\n' \
+  "$(med "${bi_all[@]}")" "$(echo "$(med "${bi_all[@]}") * $batch" | bc -l)" "$(med "${ri_all[@]}")"

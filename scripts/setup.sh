@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gantry needs (only those missing), then
+# configures and builds with the `dev` preset (or $GANTRY_PRESET).
+# Used by both README commands: scripts/demo.sh and scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  cmake ninja-build g++ ccache pkg-config
+  libtorch-dev               # LibTorch 1.13 (CPU, c10d + Gloo)
+  libopenblas0-openmp        # without it LibTorch multiplies with the reference BLAS (~40x slower)
+  libyaml-cpp-dev libboost-dev libboost-filesystem-dev libcli11-dev zlib1g-dev
+  libgtest-dev
+  dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" == installed ]] || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+preset="${GANTRY_PRESET:-dev}"
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset"
