@@ -80,6 +80,7 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
 int cmd_validate(const std::string& config_path, const std::vector<std::string>& overrides) {
   const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
   Experiment exp = Experiment::build(cfg);
+  print_banner(exp, configure_threads(cfg.trainer.threads));
   const DataSpec spec = exp.system->data_spec();
   const ImageDataset train = load_train_data(cfg);
   if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)

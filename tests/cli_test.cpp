@@ -111,3 +111,18 @@ TEST(Cli, SampleFromCorruptCheckpoint) {
   write_text(dir / "bad.ckpt", "garbage");
   expect_one_error_line(run_gantry("sample --checkpoint bad.ckpt", dir.path()), "bad.ckpt");
 }
+
+TEST(Cli, WarnsInOneLineWhenTheReferenceBlasIsInUse) {
+  const std::string reference = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
+  ASSERT_TRUE(std::filesystem::exists(reference)) << "libblas3 (a dependency of libtorch) is missing";
+  TempDir dir;
+  const auto slow = run_gantry("validate '" + kDemo + "'", dir.path(), "LD_PRELOAD=" + reference);
+  EXPECT_EQ(slow.exit_code, 0) << slow.err;
+  const auto lines = lines_of(slow.err);
+  ASSERT_EQ(lines.size(), 1u) << slow.err;
+  EXPECT_NE(lines[0].find("warning: LibTorch is using the reference BLAS"), std::string::npos);
+  EXPECT_NE(lines[0].find("apt-get install libopenblas0-openmp"), std::string::npos);
+  const auto fast = run_gantry("validate '" + kDemo + "'", dir.path());
+  EXPECT_EQ(fast.err.find("reference BLAS"), std::string::npos) << fast.err;
+  EXPECT_NE(fast.out.find("OpenBLAS"), std::string::npos) << fast.out;
+}

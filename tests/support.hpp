@@ -67,9 +67,11 @@ struct CommandResult {
 };
 
 /// Runs the gantry CLI with `args` (shell-quoted by the caller) in `cwd`.
-inline CommandResult run_gantry(const std::string& args, const std::string& cwd = ".") {
+/// `env`: assignments put before the command ("LD_PRELOAD=...").
+inline CommandResult run_gantry(const std::string& args, const std::string& cwd = ".",
+                                const std::string& env = "") {
   TempDir io;
-  const std::string cmd = "cd '" + cwd + "' && '" + std::string(GANTRY_BIN) + "' " + args + " >'" +
+  const std::string cmd = "cd '" + cwd + "' && " + env + " '" + std::string(GANTRY_BIN) + "' " + args + " >'" +
                           (io / "out") + "' 2>'" + (io / "err") + "' </dev/null";
   const int status = std::system(cmd.c_str());
   CommandResult r;

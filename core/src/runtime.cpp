@@ -24,7 +24,9 @@ BlasInfo detect_blas() {
     info.path = ec ? dl.dli_fname : real.string();
   }
   auto has = [&](const char* s) { return info.path.find(s) != std::string::npos; };
-  if (::dlsym(RTLD_DEFAULT, "openblas_get_config") || has("openblas"))
+  // Decide by the library that provides sgemm_ (an OpenBLAS may be loaded too,
+  // yet not be the one LibTorch's calls resolve to, e.g. under LD_PRELOAD).
+  if (has("openblas"))
     info.name = "OpenBLAS";
   else if (has("mkl"))
     info.name = "MKL";
