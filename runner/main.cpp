@@ -13,6 +13,7 @@
 
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "dist_env.hpp"
 #include "errors.hpp"
 #include "files.hpp"
 #include "gantry/version.hpp"
@@ -52,26 +53,37 @@ ImageDataset load_train_data(const ExperimentConfig& cfg) {
 
 int cmd_train(const std::string& config_path, const std::vector<std::string>& overrides) {
   const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
+  const DistEnv dist = DistEnv::from(DistEnv::process_environment());
+  dist.check(cfg.trainer.num_nodes, cfg.trainer.devices, cfg.where("trainer.devices"));
+  const bool zero = dist.rank == 0;
   Experiment exp = Experiment::build(cfg);
-  const int threads = configure_threads(cfg.trainer.threads);
-  print_banner(exp, threads);
-  const ImageDataset train = load_train_data(cfg);
+  const int threads = configure_threads(cfg.trainer.threads, dist.local_world_size);
+  if (zero) print_banner(exp, threads);
+  if (dist.world_size > 1) std::printf("%s\n", dist.describe().c_str());
+  const ImageDataset train = zero ? load_train_data(cfg) : load_idx_images(cfg.data.path, cfg.data.train_prefix);
   std::optional<ImageDataset> val;
   if (cfg.trainer.val_every_n_epochs > 0) val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
 
-  const std::string run_dir = make_run_dir(cfg.trainer.out_dir, cfg.name);
-  write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
-  std::printf("run directory: %s\n", run_dir.c_str());
+  std::string run_dir;
+  if (zero) {  // only rank 0 writes the run directory
+    run_dir = make_run_dir(cfg.trainer.out_dir, cfg.name);
+    write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
+    std::printf("run directory: %s\n", run_dir.c_str());
+  }
   std::fflush(stdout);
 
   install_stop_signals();
-  Trainer trainer(std::move(exp), run_dir);
+  Trainer trainer(std::move(exp), run_dir, dist);
   const FitResult r = trainer.fit(train, val ? &*val : nullptr);
+  if (!zero) return r.stop_signal ? 128 + r.stop_signal : 0;
   const double steps_per_s = r.seconds > 0 ? double(r.state.global_step) / r.seconds : 0;
   std::printf("%s at step %ld (epoch %ld) after %.1f s (%.1f steps/s)\n",
               r.stop_signal ? "stopped by signal" : "done", long(r.state.global_step),
               long(r.state.epoch), r.seconds, steps_per_s);
   for (const auto& [name, v] : r.last_values) std::printf("  %s %.4f\n", name.c_str(), v);
+  if (dist.world_size > 1)
+    std::printf("replicas %s across %d ranks\n",
+                r.replicas_identical ? "bit-identical" : "DIFFER", dist.world_size);
   std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(),
               (fs::path(run_dir) / "images").c_str());
   return r.stop_signal ? 128 + r.stop_signal : 0;

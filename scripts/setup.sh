@@ -10,6 +10,7 @@ packages=(
   libtorch-dev               # LibTorch 1.13 (CPU, c10d + Gloo)
   libopenblas0-openmp        # without it LibTorch multiplies with the reference BLAS (~40x slower)
   libyaml-cpp-dev libboost-dev libboost-filesystem-dev libcli11-dev zlib1g-dev
+  libgloo-dev                # Gloo headers: c10d's ProcessGroupGloo includes them
   libgtest-dev
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
 )

@@ -32,6 +32,8 @@ const char* type_name();
 template <>
 const char* type_name<int64_t>() { return "an integer"; }
 template <>
+const char* type_name<double>() { return "a number"; }
+template <>
 const char* type_name<bool>() { return "true or false"; }
 template <>
 const char* type_name<std::string>() { return "a string"; }
@@ -78,6 +80,7 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.out_dir", &E::trainer, &TrainerOptions::out_dir));
     f.push_back(option_field("trainer.progress", &E::trainer, &TrainerOptions::progress));
     f.push_back(option_field("trainer.resume", &E::trainer, &TrainerOptions::resume));
+    f.push_back(option_field("trainer.dist_timeout", &E::trainer, &TrainerOptions::dist_timeout));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     return f;
   }();
@@ -225,6 +228,7 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
   check(!t.out_dir.empty(), "trainer.out_dir", "a directory");
   check(t.progress == "auto" || t.progress == "bar" || t.progress == "lines" || t.progress == "none",
         "trainer.progress", "one of auto, bar, lines, none");
+  check(t.dist_timeout > 0, "trainer.dist_timeout", "> 0 seconds");
   check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");
   try {
     (void)t.max_time_seconds();

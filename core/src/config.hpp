@@ -33,6 +33,7 @@ struct GANTRY_CORE_EXPORT TrainerOptions {
   std::string out_dir = "runs";      ///< run directories go to <out_dir>/<name>/<timestamp>
   std::string progress = "auto";     ///< auto | bar | lines | none
   std::string resume;                ///< a checkpoint path to resume from; empty: fresh start
+  double dist_timeout = 300;         ///< seconds a rank waits for the others (rendezvous, collectives)
 
   double max_time_seconds() const;   ///< max_time parsed; <= 0 when unset
 };

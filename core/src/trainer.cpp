@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "data_loader.hpp"
+#include "distributed.hpp"
 #include "errors.hpp"
 #include "files.hpp"
 #include "image_grid.hpp"
@@ -50,21 +51,29 @@ struct OptimizerSlot {
   std::string name;
   std::shared_ptr<torch::optim::Optimizer> optimizer;
   std::vector<torch::Tensor> params;  // those with requires_grad: backward's inputs
+  std::unique_ptr<GradSync> sync;     // gradient all-reduce; null in a world of one
+};
+
+struct LoggedValue {
+  std::string name;
+  torch::Tensor value;
+  bool sync;
 };
 
 class StepContextImpl final : public StepContext {
  public:
   using ImageSink = std::function<void(const std::string&, const torch::Tensor&)>;
 
-  StepContextImpl(std::vector<OptimizerSlot>& slots, torch::Device device, ImageSink sink)
-      : slots_(slots), device_(device), image_sink_(std::move(sink)) {}
+  StepContextImpl(std::vector<OptimizerSlot>& slots, torch::Device device, int rank, int world,
+                  ImageSink sink)
+      : slots_(slots), device_(device), rank_(rank), world_(world), image_sink_(std::move(sink)) {}
 
   void begin(int64_t step, int64_t epoch) {
     step_ = step;
     epoch_ = epoch;
     values_.clear();
   }
-  const std::vector<std::pair<std::string, torch::Tensor>>& values() const { return values_; }
+  const std::vector<LoggedValue>& values() const { return values_; }
 
   void optimize(const std::string& name, const torch::Tensor& loss) override {
     OptimizerSlot* slot = nullptr;
@@ -84,21 +93,22 @@ class StepContextImpl final : public StepContext {
     // Backward into this optimizer's parameters only: autograd skips the weight
     // gradients of every other module (what Lightning's toggle_optimizer is for,
     // without having to call it before the forward).
+    if (slot->sync) slot->sync->prepare();  // its hooks all-reduce these gradients during backward
     loss.backward({}, c10::nullopt, false, slot->params);
     slot->optimizer->step();
     for (auto& p : slot->params) p.mutable_grad().reset();  // zero_grad(set_to_none=True)
   }
 
   void log(const std::string& name, const torch::Tensor& value, bool sync) override {
-    (void)sync;  // one process: already the global value
     TORCH_CHECK(value.numel() == 1, "ctx.log(\"", name, "\") needs a scalar, got shape ",
                 value.sizes());
-    for (auto& [n, v] : values_)
-      if (n == name) {
-        v = value.detach();
+    for (auto& v : values_)
+      if (v.name == name) {
+        v.value = value.detach();
+        v.sync = sync;
         return;
       }
-    values_.emplace_back(name, value.detach());
+    values_.push_back({name, value.detach(), sync});
   }
 
   void log(const std::string& name, double value, bool sync) override {
@@ -111,16 +121,17 @@ class StepContextImpl final : public StepContext {
 
   int64_t global_step() const override { return step_; }
   int64_t epoch() const override { return epoch_; }
-  int rank() const override { return 0; }
-  int world_size() const override { return 1; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
   torch::Device device() const override { return device_; }
 
  private:
   std::vector<OptimizerSlot>& slots_;
   torch::Device device_;
+  int rank_, world_;
   ImageSink image_sink_;
   int64_t step_ = 0, epoch_ = 0;
-  std::vector<std::pair<std::string, torch::Tensor>> values_;
+  std::vector<LoggedValue> values_;
 };
 
 double unix_time() {
@@ -134,6 +145,9 @@ double unix_time() {
 struct Trainer::Impl {
   Experiment exp;
   std::string run_dir;
+  DistEnv dist;
+  std::unique_ptr<ProcessGroup> pg;  // null in a world of one: no collective at all
+  bool is_zero() const { return dist.rank == 0; }
   const ExperimentConfig& cfg() const { return exp.config; }
   const std::string plugin_name() const { return exp.plugin->manifest().name; }
 
@@ -155,13 +169,14 @@ struct Trainer::Impl {
       throw ConfigError(cfg().where("trainer.accelerator") +
                         ": trainer.accelerator is cuda, but no CUDA device is available to this "
                         "LibTorch (use cpu or auto)");
-    if (t.devices * t.num_nodes != 1)
-      throw ConfigError(cfg().where("trainer.devices") +
-                        ": trainer.devices x trainer.num_nodes is " +
-                        std::to_string(t.devices * t.num_nodes) +
-                        ", but this process is a single rank: use `gantry launch` for several");
-    if (t.accelerator != "cpu" && torch::cuda::is_available()) device = torch::Device(torch::kCUDA, 0);
-    torch::manual_seed(static_cast<uint64_t>(t.seed));
+    dist.check(t.num_nodes, t.devices, cfg().where("trainer.devices"));
+    if (t.accelerator != "cpu" && torch::cuda::is_available())
+      device = torch::Device(torch::kCUDA, dist.local_rank);
+    if (dist.world_size > 1)
+      pg = std::make_unique<ProcessGroup>(
+          dist, std::chrono::milliseconds(static_cast<int64_t>(t.dist_timeout * 1000)));
+    // Each rank draws its own noise (model init is rank 0's, broadcast below).
+    torch::manual_seed(static_cast<uint64_t>(t.seed + dist.rank));
 
     modules = call("modules", [&] { return exp.system->modules(); });
     if (modules.empty()) throw PluginError("plugin " + plugin_name() + ": modules() returned none");
@@ -178,10 +193,11 @@ struct Trainer::Impl {
       if (!o.optimizer || o.name.empty())
         throw PluginError("plugin " + plugin_name() +
                           ": configure_optimizers() returned an unnamed or null optimizer");
-      OptimizerSlot s{o.name, o.optimizer, {}};
+      OptimizerSlot s{o.name, o.optimizer, {}, nullptr};
       for (const auto& g : o.optimizer->param_groups())
         for (const auto& p : g.params())
           if (p.requires_grad()) s.params.push_back(p);
+      if (pg) s.sync = std::make_unique<GradSync>(*pg, s.params);
       slots.push_back(std::move(s));
     }
     spec = call("data_spec", [&] { return exp.system->data_spec(); });
@@ -189,12 +205,63 @@ struct Trainer::Impl {
       throw PluginError("plugin " + plugin_name() + " wants data of kind '" + spec.kind +
                         "'; this runner provides: images");
     ctx = std::make_unique<StepContextImpl>(
-        slots, device, [this](const std::string& tag, const torch::Tensor& images) {
-          write_image(tag, images);
+        slots, device, dist.rank, dist.world_size,
+        [this](const std::string& tag, const torch::Tensor& images) {
+          if (is_zero()) write_image(tag, images);
         });
     if (!t.resume.empty()) {
       state = load_checkpoint(t.resume, plugin_name(), modules, optimizers, true);
     }
+    if (pg) {  // every replica starts from rank 0's parameters and buffers
+      std::vector<torch::Tensor> all = parameters();
+      for (auto& b : buffers()) all.push_back(b);
+      torch::NoGradGuard no_grad;
+      pg->broadcast(all);
+    }
+  }
+
+  std::vector<torch::Tensor> parameters() const {
+    std::vector<torch::Tensor> out;
+    for (const auto& m : modules)
+      for (auto& p : m.module->parameters()) out.push_back(p.detach());
+    return out;
+  }
+  std::vector<torch::Tensor> buffers() const {
+    std::vector<torch::Tensor> out;
+    for (const auto& m : modules)
+      for (auto& b : m.module->buffers()) out.push_back(b);
+    return out;
+  }
+
+  // DDP's broadcast_buffers: BatchNorm running stats follow rank 0 (see docs/distributed.md).
+  void broadcast_buffers() {
+    if (!pg || buffers_.empty()) return;
+    pg->broadcast(buffers_);
+  }
+  std::vector<torch::Tensor> buffers_;
+
+  // Whether every rank agrees to go on: any rank's stop (signal, time) or bad
+  // metric stops all of them at the same step boundary.
+  struct Agreement {
+    bool stop = false;
+    bool bad_metric = false;
+  };
+  Agreement agree(bool stop, bool bad_metric) {
+    if (!pg) return {stop, bad_metric};
+    auto flags = torch::tensor({stop ? 1 : 0, bad_metric ? 1 : 0}, torch::kInt32);
+    pg->allreduce_max(flags);
+    return {flags[0].item<int>() != 0, flags[1].item<int>() != 0};
+  }
+
+  // Parameters bit-identical on every rank? (max and min of each tensor's sum agree)
+  bool replicas_identical() {
+    if (!pg) return true;
+    std::vector<double> sums;
+    for (const auto& p : parameters()) sums.push_back(p.to(torch::kFloat64).sum().item<double>());
+    auto hi = torch::tensor(sums, torch::kFloat64), lo = -hi.clone();
+    pg->allreduce_max(hi);
+    pg->allreduce_max(lo);
+    return torch::equal(hi, -lo);
   }
 
   // Runs a plugin hook; its exceptions become one line naming plugin and hook.
@@ -240,6 +307,7 @@ struct Trainer::Impl {
   }
 
   std::string save(bool final) {
+    if (!is_zero()) return "";
     char name[64];
     std::snprintf(name, sizeof name, "step_%07ld.ckpt", long(state.global_step));
     const std::string path = (fs::path(run_dir) / "checkpoints" / name).string();
@@ -250,17 +318,27 @@ struct Trainer::Impl {
     return path;
   }
 
-  // Reads this step's values (a .item() per metric), stopping on NaN/Inf.
-  void read_values() {
+  // Reads this step's values (a .item() per metric; those logged with sync
+  // averaged over ranks). Returns a message naming the first NaN/Inf, or "".
+  std::string read_values() {
     last_values.clear();
-    for (const auto& [name, v] : ctx->values()) {
-      const double x = v.item<double>();
-      if (!std::isfinite(x))
-        throw TrainingError("step " + std::to_string(state.global_step) + ": " + name + " is " +
-                            (std::isnan(x) ? "NaN" : "Inf") +
-                            "; stopping (lower system.lr, or check the data)");
-      last_values.emplace_back(name, x);
+    std::vector<double> to_sync;
+    for (const auto& v : ctx->values()) {
+      last_values.emplace_back(v.name, v.value.item<double>());
+      if (v.sync && pg) to_sync.push_back(last_values.back().second);
     }
+    if (!to_sync.empty()) {
+      auto t = torch::tensor(to_sync, torch::kFloat64);
+      pg->allreduce_sum(t);
+      size_t i = 0;
+      for (size_t k = 0; k < last_values.size(); ++k)
+        if (ctx->values()[k].sync) last_values[k].second = t[i++].item<double>() / dist.world_size;
+    }
+    for (const auto& [name, x] : last_values)
+      if (!std::isfinite(x))
+        return "step " + std::to_string(state.global_step) + ": " + name + " is " +
+               (std::isnan(x) ? "NaN" : "Inf") + "; stopping (lower system.lr, or check the data)";
+    return "";
   }
 
   void validate(const ImageDataset& val, DataLoader& loader) {
@@ -273,17 +351,17 @@ struct Trainer::Impl {
       while (auto batch = loader.next()) {
         ctx->begin(state.global_step, state.epoch);
         call("validation_step", [&] { exp.system->validation_step(*batch, *ctx); });
-        for (const auto& [name, v] : ctx->values()) {
-          if (!sums.count(name)) order.push_back(name);
-          auto& s = sums[name];
-          s.first += v.item<double>() * batch->input.size(0);
+        for (const auto& v : ctx->values()) {
+          if (!sums.count(v.name)) order.push_back(v.name);
+          auto& s = sums[v.name];
+          s.first += v.value.item<double>() * batch->input.size(0);
           s.second += batch->input.size(0);
         }
       }
     }
     for (auto& m : modules) m.module->train();
     (void)val;
-    if (order.empty()) return;
+    if (order.empty() || !is_zero()) return;
     std::vector<std::pair<std::string, double>> row;
     for (const auto& name : order) row.emplace_back(name, sums[name].first / sums[name].second);
     metrics->write(state.global_step, state.epoch, unix_time(), row);
@@ -302,6 +380,8 @@ struct Trainer::Impl {
     lo.drop_last = cfg().data.drop_last;
     lo.prefetch = cfg().data.prefetch;
     lo.seed = static_cast<uint64_t>(t.seed);
+    lo.rank = dist.rank;
+    lo.world_size = dist.world_size;
     lo.low = spec.low;
     lo.high = spec.high;
     DataLoader loader(train, lo);
@@ -321,9 +401,11 @@ struct Trainer::Impl {
     int64_t total = -1;
     if (t.max_epochs > 0) total = t.max_epochs * per_epoch;
     if (t.max_steps > 0) total = total > 0 ? std::min(total, t.max_steps) : t.max_steps;
-    metrics = std::make_unique<MetricsCsv>((fs::path(run_dir) / "metrics.csv").string());
-    progress = std::make_unique<Progress>(Progress::parse_mode(t.progress, stdout), total,
-                                          per_epoch, lo.batch_size);
+    if (is_zero()) metrics = std::make_unique<MetricsCsv>((fs::path(run_dir) / "metrics.csv").string());
+    progress = std::make_unique<Progress>(
+        is_zero() ? Progress::parse_mode(t.progress, stdout) : Progress::Mode::kNone, total,
+        per_epoch, lo.batch_size * dist.world_size);
+    buffers_ = buffers();
     const double max_time = t.max_time_seconds();
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] {
@@ -331,7 +413,7 @@ struct Trainer::Impl {
     };
 
     FitResult result;
-    if (state.global_step == 0) log_samples();  // the grid before any training
+    if (state.global_step == 0 && is_zero()) log_samples();  // the grid before any training
     int64_t last_image_step = state.global_step, last_row_step = -1;
     bool done = (total > 0 && state.global_step >= total);
     while (!done) {
@@ -341,28 +423,34 @@ struct Trainer::Impl {
         if (!batch) break;
         batch->input = batch->input.to(device);
         if (batch->target.defined()) batch->target = batch->target.to(device);
+        broadcast_buffers();
         ctx->begin(state.global_step, state.epoch);
         call("training_step", [&] { exp.system->training_step(*batch, *ctx); });
         ++state.global_step;
         ++state.batch_in_epoch;
-        read_values();
-        if (state.global_step % t.log_every_n_steps == 0) {
+        const std::string bad = read_values();
+        const bool want_stop = (t.max_steps > 0 && state.global_step >= t.max_steps) ||
+                               (max_time > 0 && elapsed() >= max_time) || stop_requested();
+        const Agreement agreed = agree(want_stop, !bad.empty());
+        if (agreed.bad_metric)
+          throw TrainingError(!bad.empty() ? bad
+                                           : "step " + std::to_string(state.global_step) +
+                                                 ": another rank logged a NaN/Inf metric; stopping");
+        if (is_zero() && state.global_step % t.log_every_n_steps == 0) {
           metrics->write(state.global_step, state.epoch, unix_time(), last_values);
           last_row_step = state.global_step;
         }
         progress->update(state.global_step, state.epoch, state.batch_in_epoch, last_values);
-        if (t.image_every_n_steps > 0 && state.global_step % t.image_every_n_steps == 0) {
+        if (is_zero() && t.image_every_n_steps > 0 && state.global_step % t.image_every_n_steps == 0) {
           log_samples();
           last_image_step = state.global_step;
         }
         if (cfg().checkpoint.every_n_steps > 0 &&
             state.global_step % cfg().checkpoint.every_n_steps == 0) {
           save(false);
-          metrics->flush();
+          if (metrics) metrics->flush();
         }
-        if ((t.max_steps > 0 && state.global_step >= t.max_steps) ||
-            (max_time > 0 && elapsed() >= max_time) || stop_requested())
-          done = true;
+        if (agreed.stop) done = true;
       }
       if (state.batch_in_epoch >= per_epoch) {  // the epoch is complete
         if (val_loader && (state.epoch + 1) % t.val_every_n_epochs == 0) validate(*val, *val_loader);
@@ -372,10 +460,11 @@ struct Trainer::Impl {
       }
     }
     result.seconds = elapsed();
-    if (last_row_step != state.global_step && !last_values.empty())
+    result.replicas_identical = replicas_identical();
+    if (metrics && last_row_step != state.global_step && !last_values.empty())
       metrics->write(state.global_step, state.epoch, unix_time(), last_values);
-    metrics->flush();
-    if (last_image_step != state.global_step) log_samples();
+    if (metrics) metrics->flush();
+    if (is_zero() && last_image_step != state.global_step) log_samples();
     progress->finish();
     result.stop_signal = stop_requested();
     result.last_checkpoint = save(true);
@@ -385,10 +474,13 @@ struct Trainer::Impl {
   }
 };
 
-Trainer::Trainer(Experiment experiment, std::string run_dir) : impl_(std::make_unique<Impl>()) {
+Trainer::Trainer(Experiment experiment, std::string run_dir, DistEnv dist)
+    : impl_(std::make_unique<Impl>()) {
   impl_->exp = std::move(experiment);
   impl_->run_dir = std::move(run_dir);
+  impl_->dist = std::move(dist);
   for (const char* sub : {"images", "checkpoints"}) {
+    if (impl_->dist.rank != 0) break;
     std::error_code ec;
     fs::create_directories(fs::path(impl_->run_dir) / sub, ec);
     if (ec) throw Error("cannot create " + (fs::path(impl_->run_dir) / sub).string() + ": " + ec.message());

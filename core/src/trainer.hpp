@@ -8,6 +8,7 @@
 
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "dist_env.hpp"
 #include "gantry/core_export.hpp"
 #include "gantry/system.hpp"
 #include "idx_dataset.hpp"
@@ -33,12 +34,15 @@ struct FitResult {
   std::vector<std::pair<std::string, double>> last_values;  ///< last logged metrics
   std::string last_checkpoint;      ///< path of the final checkpoint ("" if none)
   int stop_signal = 0;              ///< the signal that stopped it early, or 0
+  bool replicas_identical = true;   ///< parameters equal on every rank at the end
 };
 
 class GANTRY_CORE_EXPORT Trainer {
  public:
-  /// `run_dir` receives metrics.csv, images/ and checkpoints/; it must exist.
-  Trainer(Experiment experiment, std::string run_dir);
+  /// `run_dir` receives metrics.csv, images/ and checkpoints/ (rank 0 only;
+  /// other ranks may pass ""). With `dist.world_size` > 1 the constructor joins
+  /// the process group (rendezvous) and broadcasts rank 0's parameters.
+  Trainer(Experiment experiment, std::string run_dir, DistEnv dist = {});
   ~Trainer();
 
   /// Trains on `train` until max_epochs / max_steps / max_time or a stop

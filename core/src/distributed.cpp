@@ -1,0 +1,141 @@
+#include "distributed.hpp"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include <thread>
+
+#include "errors.hpp"
+
+namespace gantry {
+
+namespace {
+
+std::string what_of(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
+  return e.what();
+}
+
+std::string seconds(std::chrono::milliseconds ms) {
+  return std::to_string(ms.count() / 1000.0).substr(0, std::to_string(ms.count() / 1000).size() + 2) + " s";
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout)
+    : env_(env), timeout_(timeout) {
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  const std::string me = "rank " + std::to_string(env.rank);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(env.master_port);
+  opts.isServer = env.rank == 0;
+  opts.numWorkers = env.world_size;
+  opts.waitWorkers = false;  // we wait ourselves, to name who is missing
+  opts.timeout = timeout;
+  try {
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+  } catch (const std::exception& e) {
+    throw Error(me + ": " +
+                (env.rank == 0 ? "cannot listen on " + where
+                               : "cannot reach the master (rank 0) at " + where + " within " +
+                                     seconds(timeout)) +
+                ": " + what_of(e));
+  }
+  // Everyone checks in; everyone waits for everyone, then names the missing.
+  store_->set("gantry/arrived/" + std::to_string(env.rank), std::vector<uint8_t>{1});
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int> missing;
+  while (true) {
+    missing.clear();
+    for (int r = 0; r < env.world_size; ++r)
+      if (!store_->check({"gantry/arrived/" + std::to_string(r)})) missing.push_back(r);
+    if (missing.empty() || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    throw Error(me + ": rank" + (missing.size() > 1 ? "s " : " ") + list + " of " +
+                std::to_string(env.world_size) + " never arrived at the rendezvous on " + where +
+                " within " + seconds(timeout) + " (not started, crashed, or another MASTER_ADDR/PORT?)");
+  }
+  auto gloo = c10d::ProcessGroupGloo::Options::create();
+  gloo->timeout = timeout;
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  else if (is_loopback(env.master_addr))
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  try {
+    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("gloo", store_), env.rank, env.world_size, gloo);
+  } catch (const std::exception& e) {
+    throw Error(me + ": cannot connect the Gloo process group: " + what_of(e));
+  }
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup::group() const { return pg_; }
+
+template <class F>
+void ProcessGroup::collective(const char* what, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(env_.rank) + ": " + what +
+                " failed: another rank died or stopped responding (see its output; timeout " +
+                seconds(timeout_) + "): " + what_of(e));
+  }
+}
+
+void ProcessGroup::broadcast(const std::vector<torch::Tensor>& tensors) {
+  if (tensors.empty()) return;
+  collective("broadcast from rank 0",
+             [&] { c10d::broadcast_coalesced(pg_, tensors, 16 * 1024 * 1024, 0); });
+}
+
+void ProcessGroup::allreduce_sum(torch::Tensor& t) {
+  collective("all-reduce", [&] {
+    std::vector<torch::Tensor> v{t};
+    pg_->allreduce(v)->wait();
+  });
+}
+
+void ProcessGroup::allreduce_max(torch::Tensor& t) {
+  collective("all-reduce", [&] {
+    std::vector<torch::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::MAX;
+    pg_->allreduce(v, o)->wait();
+  });
+}
+
+GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params) {
+  constexpr int64_t kFirstBucket = 1024 * 1024, kBucket = 25 * 1024 * 1024;  // DDP's defaults
+  const std::vector<bool> sparse(params.size(), false);
+  auto [buckets, limits] =
+      c10d::compute_bucket_assignment_by_size(params, {size_t(kFirstBucket), size_t(kBucket)}, sparse);
+  // Gradients become ready last layer first: reduce the buckets in that order (as DDP does).
+  std::reverse(buckets.begin(), buckets.end());
+  std::reverse(limits.begin(), limits.end());
+  reducer_ = std::make_shared<c10d::Reducer>(std::move(params), std::move(buckets), std::move(limits),
+                                             pg.group(), sparse, kBucket,
+                                             /*find_unused_parameters=*/false,
+                                             /*gradient_as_bucket_view=*/false,
+                                             std::unordered_map<size_t, std::string>{}, kFirstBucket);
+}
+
+GradSync::~GradSync() = default;
+
+void GradSync::prepare() { reducer_->prepare_for_backward({}); }
+
+}  // namespace gantry
