@@ -1,11 +1,13 @@
 // gantry: the command-line runner.
 //   gantry train CONFIG [key=value ...]      train an experiment
+//   gantry launch -n N CONFIG [key=value ...] N local ranks of data-parallel training
 //   gantry validate CONFIG [key=value ...]   check config, plugin and data without training
 //   gantry plugins                            list the plugins found, with their manifests
 //   gantry sample --checkpoint PATH [-n 64] [-o grid.png]
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -18,6 +20,7 @@
 #include "files.hpp"
 #include "gantry/version.hpp"
 #include "idx_dataset.hpp"
+#include "launch.hpp"
 #include "image_grid.hpp"
 #include "plugin_loader.hpp"
 #include "runtime.hpp"
@@ -152,6 +155,12 @@ int main(int argc, char** argv) {
   train->add_option("config", config, "Experiment YAML (configs/)")->required()->check(CLI::ExistingFile);
   train->add_option("overrides", overrides, "Overrides: key=value (trainer.max_steps=100)");
 
+  int nproc = 2;
+  auto* launch_cmd = app.add_subcommand("launch", "Train with N local processes (data-parallel), like torchrun");
+  launch_cmd->add_option("-n,--nproc", nproc, "Number of ranks")->check(CLI::Range(1, 1024));
+  launch_cmd->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
+  launch_cmd->add_option("overrides", overrides, "Overrides: key=value");
+
   auto* validate =
       app.add_subcommand("validate", "Check a config, its plugin and data without training");
   validate->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
@@ -170,6 +179,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*train) return cmd_train(config, overrides);
+    if (*launch_cmd) {
+      LaunchOptions lo;
+      lo.gantry_exe = boost::dll::program_location().string();
+      return launch(nproc, config, overrides, lo);
+    }
     if (*validate) return cmd_validate(config, overrides);
     if (*plugins) return cmd_plugins();
     if (*sample) return cmd_sample(checkpoint, n, out, seed);

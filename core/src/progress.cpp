@@ -31,6 +31,7 @@ Progress::Progress(Mode mode, int64_t total_steps, int64_t batches_per_epoch, in
 
 void Progress::update(int64_t step, int64_t epoch, int64_t batch_in_epoch,
                       const std::vector<std::pair<std::string, double>>& values) {
+  if (first_step_ < 0) first_step_ = window_step_ = step - 1;  // a resumed run starts mid-way
   step_ = step;
   epoch_ = epoch;
   batch_ = batch_in_epoch;
@@ -61,6 +62,7 @@ void Progress::draw(bool final) {
   char buf[128];
   std::string line;
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+  if (final && elapsed > 0 && first_step_ >= 0) rate_ = double(step_ - first_step_) * double(batch_size_) / elapsed;
   std::snprintf(buf, sizeof buf, "epoch %ld (%ld/%ld)  step %ld", long(epoch_), long(batch_),
                 long(per_epoch_), long(step_));
   line += buf;

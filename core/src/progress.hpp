@@ -43,6 +43,7 @@ class GANTRY_CORE_EXPORT Progress {
   std::FILE* out_;
   Clock::time_point start_, last_draw_, window_start_;
   int64_t window_step_ = 0;
+  int64_t first_step_ = -1;  // the step before the first update
   double rate_ = 0;
   int64_t step_ = 0, epoch_ = 0, batch_ = 0;
   std::vector<std::pair<std::string, double>> values_;

@@ -93,8 +93,19 @@ class StepContextImpl final : public StepContext {
     // Backward into this optimizer's parameters only: autograd skips the weight
     // gradients of every other module (what Lightning's toggle_optimizer is for,
     // without having to call it before the forward).
-    if (slot->sync) slot->sync->prepare();  // its hooks all-reduce these gradients during backward
-    loss.backward({}, c10::nullopt, false, slot->params);
+    if (slot->sync) {
+      slot->sync->prepare();  // its hooks all-reduce these gradients during backward
+      try {
+        loss.backward({}, c10::nullopt, false, slot->params);
+      } catch (const std::exception& e) {
+        throw Error("rank " + std::to_string(rank_) + ": ctx.optimize(\"" + name + "\") at step " +
+                    std::to_string(step_) +
+                    ": backward or its gradient all-reduce failed (if another rank died or hung, "
+                    "its output says why): " + what_of(e));
+      }
+    } else {
+      loss.backward({}, c10::nullopt, false, slot->params);
+    }
     slot->optimizer->step();
     for (auto& p : slot->params) p.mutable_grad().reset();  // zero_grad(set_to_none=True)
   }

@@ -1,0 +1,200 @@
+// `gantry launch -n N CONFIG [key=value ...]`: local multi-process training,
+// like torchrun. Starts N `gantry train` processes with RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, prefixes each
+// line they print with its rank, forwards SIGINT/SIGTERM once, and when a rank
+// fails stops the others and exits with that rank's code.
+#include "launch.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace gantry {
+
+namespace {
+
+std::atomic<int> g_signal{0};
+std::atomic<int> g_signal_count{0};
+
+extern "C" void on_launcher_signal(int sig) {
+  g_signal.store(sig);
+  g_signal_count.fetch_add(1);
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = 29500;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port;
+}
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  int fd = -1;             // read end of its stdout+stderr
+  std::string partial;     // an unfinished line
+  bool running = true;
+  int code = 0;            // exit code, or 128 + signal
+};
+
+void emit(const Child& c, const std::string& line) {
+  std::printf("[rank %d] %s\n", c.rank, line.c_str());
+  std::fflush(stdout);
+}
+
+void drain(Child& c) {
+  char buf[4096];
+  while (true) {
+    const ssize_t n = ::read(c.fd, buf, sizeof buf);
+    if (n <= 0) break;
+    c.partial.append(buf, static_cast<size_t>(n));
+    size_t nl;
+    while ((nl = c.partial.find_first_of("\n\r")) != std::string::npos) {
+      const std::string line = c.partial.substr(0, nl);
+      c.partial.erase(0, nl + 1);
+      if (!line.empty()) emit(c, line);
+    }
+  }
+}
+
+std::string describe_status(int code) {
+  if (code > 128) return "was killed by signal " + std::to_string(code - 128) + " (" + strsignal(code - 128) + ")";
+  return "exited with code " + std::to_string(code);
+}
+
+}  // namespace
+
+int launch(int n, const std::string& config, std::vector<std::string> overrides,
+           const LaunchOptions& opt) {
+  bool has_devices = false;
+  for (const auto& o : overrides) has_devices |= o.rfind("trainer.devices=", 0) == 0;
+  if (!has_devices) overrides.push_back("trainer.devices=" + std::to_string(n));
+
+  const char* env_port = std::getenv("MASTER_PORT");
+  const std::string port = env_port && *env_port ? env_port : std::to_string(free_port());
+  const char* env_addr = std::getenv("MASTER_ADDR");
+  const std::string addr = env_addr && *env_addr ? env_addr : "127.0.0.1";
+
+  struct sigaction sa {};
+  sa.sa_handler = on_launcher_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<Child> children(n);
+  for (int r = 0; r < n; ++r) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) {
+      std::perror("gantry launch: pipe");
+      return 1;
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);  // terminal Ctrl-C reaches the launcher only; it forwards once
+      ::dup2(fds[1], 1);
+      ::dup2(fds[1], 2);
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
+      ::setenv("GROUP_RANK", "0", 1);
+      ::setenv("MASTER_ADDR", addr.c_str(), 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      std::vector<std::string> args = {"gantry", "train", config};
+      args.insert(args.end(), overrides.begin(), overrides.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(opt.gantry_exe.c_str(), argv.data());
+      std::fprintf(stderr, "gantry launch: cannot run %s: %s\n", opt.gantry_exe.c_str(), std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    children[r].rank = r;
+    children[r].pid = pid;
+    children[r].fd = fds[0];
+  }
+  std::printf("gantry launch: %d ranks, master %s:%s\n", n, addr.c_str(), port.c_str());
+  std::fflush(stdout);
+
+  int first_failed = -1;
+  int forwarded = 0;
+  std::chrono::steady_clock::time_point kill_deadline{};
+  auto signal_all = [&](int sig) {
+    for (auto& c : children)
+      if (c.running) ::kill(c.pid, sig);
+  };
+  auto running = [&] {
+    for (auto& c : children)
+      if (c.running || c.fd >= 0) return true;
+    return false;
+  };
+  while (running()) {
+    std::vector<pollfd> pfds;
+    for (auto& c : children)
+      if (c.fd >= 0) pfds.push_back({c.fd, POLLIN, 0});
+    ::poll(pfds.data(), pfds.size(), 100);
+    for (auto& c : children) {
+      if (c.fd < 0) continue;
+      drain(c);
+      char probe;
+      const ssize_t n_read = ::read(c.fd, &probe, 0);
+      (void)n_read;
+    }
+    // Forward signals: the first SIGINT/SIGTERM as is, a second SIGINT as SIGKILL.
+    const int count = g_signal_count.load();
+    if (count > forwarded) {
+      signal_all(count > 1 ? SIGKILL : g_signal.load());
+      forwarded = count;
+    }
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (auto& c : children) {
+        if (c.pid != pid) continue;
+        c.running = false;
+        c.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        drain(c);
+        if (!c.partial.empty()) emit(c, c.partial);
+        ::close(c.fd);
+        c.fd = -1;
+        if (c.code != 0 && first_failed < 0 && forwarded == 0) {
+          first_failed = c.rank;
+          std::printf("gantry launch: rank %d %s; stopping the other ranks\n", c.rank,
+                      describe_status(c.code).c_str());
+          std::fflush(stdout);
+          signal_all(SIGTERM);
+          kill_deadline = std::chrono::steady_clock::now() + opt.grace;
+        }
+      }
+    }
+    if (first_failed >= 0 && std::chrono::steady_clock::now() > kill_deadline) signal_all(SIGKILL);
+  }
+  if (first_failed >= 0) return children[first_failed].code;
+  for (const auto& c : children)
+    if (c.code != 0) return c.code;
+  return 0;
+}
+
+}  // namespace gantry
