@@ -1,6 +1,7 @@
 // gantry: the command-line runner.
 //   gantry train CONFIG [key=value ...]      train an experiment
 //   gantry launch -n N CONFIG [key=value ...] N local ranks of data-parallel training
+//   gantry submit CONFIG [key=value ...] [--dry-run] [--wait]   render slurm/ and sbatch it
 //   gantry validate CONFIG [key=value ...]   check config, plugin and data without training
 //   gantry plugins                            list the plugins found, with their manifests
 //   gantry sample --checkpoint PATH [-n 64] [-o grid.png]
@@ -21,6 +22,7 @@
 #include "gantry/version.hpp"
 #include "idx_dataset.hpp"
 #include "launch.hpp"
+#include "submit.hpp"
 #include "image_grid.hpp"
 #include "plugin_loader.hpp"
 #include "runtime.hpp"
@@ -161,6 +163,13 @@ int main(int argc, char** argv) {
   launch_cmd->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
   launch_cmd->add_option("overrides", overrides, "Overrides: key=value");
 
+  bool dry_run = false, wait = false;
+  auto* submit_cmd = app.add_subcommand("submit", "Render the sbatch script (slurm/) for a config and sbatch it");
+  submit_cmd->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
+  submit_cmd->add_option("overrides", overrides, "Overrides: key=value");
+  submit_cmd->add_flag("--dry-run", dry_run, "Print the script instead of submitting it");
+  submit_cmd->add_flag("--wait", wait, "sbatch --wait: block until the job ends, exit with its status");
+
   auto* validate =
       app.add_subcommand("validate", "Check a config, its plugin and data without training");
   validate->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
@@ -185,6 +194,8 @@ int main(int argc, char** argv) {
       return launch(nproc, config, overrides, lo);
     }
     if (*validate) return cmd_validate(config, overrides);
+    if (*submit_cmd)
+      return submit(config, overrides, dry_run, wait, boost::dll::program_location().string());
     if (*plugins) return cmd_plugins();
     if (*sample) return cmd_sample(checkpoint, n, out, seed);
   } catch (const Error& e) {

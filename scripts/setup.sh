@@ -12,6 +12,7 @@ packages=(
   libyaml-cpp-dev libboost-dev libboost-filesystem-dev libcli11-dev zlib1g-dev
   libgloo-dev                # Gloo headers: c10d's ProcessGroupGloo includes them
   libgtest-dev
+  slurm-wlm munge            # the tests start a real single-host SLURM cluster
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
 )
 

@@ -82,6 +82,13 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.resume", &E::trainer, &TrainerOptions::resume));
     f.push_back(option_field("trainer.dist_timeout", &E::trainer, &TrainerOptions::dist_timeout));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
+    f.push_back(option_field("slurm.partition", &E::slurm, &SlurmOptions::partition));
+    f.push_back(option_field("slurm.time", &E::slurm, &SlurmOptions::time));
+    f.push_back(option_field("slurm.mem", &E::slurm, &SlurmOptions::mem));
+    f.push_back(option_field("slurm.cpus_per_task", &E::slurm, &SlurmOptions::cpus_per_task));
+    f.push_back(option_field("slurm.account", &E::slurm, &SlurmOptions::account));
+    f.push_back(option_field("slurm.signal", &E::slurm, &SlurmOptions::signal));
+    f.push_back(option_field("slurm.template", &E::slurm, &SlurmOptions::template_path));
     return f;
   }();
   return fields;
@@ -229,6 +236,8 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
   check(t.progress == "auto" || t.progress == "bar" || t.progress == "lines" || t.progress == "none",
         "trainer.progress", "one of auto, bar, lines, none");
   check(t.dist_timeout > 0, "trainer.dist_timeout", "> 0 seconds");
+  check(cfg.slurm.cpus_per_task >= 0, "slurm.cpus_per_task", ">= 0");
+  check(!cfg.slurm.time.empty(), "slurm.time", "a time limit such as 01:00:00");
   check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");
   try {
     (void)t.max_time_seconds();

@@ -52,6 +52,18 @@ struct CheckpointOptions {
   int64_t every_n_steps = 0;  ///< also save every n batches; 0: only at the end
 };
 
+/// The `slurm:` section, for `gantry submit` (nodes and tasks come from
+/// trainer.num_nodes and trainer.devices).
+struct SlurmOptions {
+  std::string partition;                  ///< --partition; empty: the cluster's default
+  std::string time = "01:00:00";          ///< --time
+  std::string mem;                        ///< --mem per node, e.g. "32G"; empty: default
+  int64_t cpus_per_task = 0;              ///< --cpus-per-task; 0: trainer.threads, else 1
+  std::string account;                    ///< --account; empty: none
+  std::string signal = "USR1@90";         ///< --signal: the step's tasks get it before the time limit
+  std::string template_path = "slurm/train.sbatch";  ///< the sbatch template (`slurm.template`)
+};
+
 /// The `system:` section: the plugin and its own keys.
 struct SystemOptions {
   std::string plugin = "gan";  ///< plugin name (searched) or path to a .so
@@ -64,6 +76,7 @@ struct GANTRY_CORE_EXPORT ExperimentConfig {
   DataOptions data;
   TrainerOptions trainer;
   CheckpointOptions checkpoint;
+  SlurmOptions slurm;
 
   std::string source;              ///< the file it came from ("" when built in code)
   YAML::Node system_params;        ///< system section minus `plugin`

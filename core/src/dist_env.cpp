@@ -1,5 +1,8 @@
 #include "dist_env.hpp"
 
+#include <netdb.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -72,6 +75,30 @@ std::vector<std::string> expand_nodelist(const std::string& list) {
   }
   if (out.empty()) fail();
   return out;
+}
+
+std::string resolve_master_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) == 0) {
+    ::freeaddrinfo(res);
+    return host;
+  }
+  if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") !=
+      std::string::npos)
+    return host;
+  FILE* p = ::popen(("scontrol show node '" + host + "' 2>/dev/null").c_str(), "r");
+  if (!p) return host;
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  ::pclose(p);
+  const auto at = out.find("NodeAddr=");
+  if (at == std::string::npos) return host;
+  const auto end = out.find_first_of(" \n", at);
+  const std::string addr = out.substr(at + 9, end - at - 9);
+  return addr.empty() ? host : addr;
 }
 
 int port_for_job(const std::string& job_id) {

@@ -40,6 +40,10 @@ struct GANTRY_CORE_EXPORT DistEnv {
 /// Throws ConfigError on malformed input.
 GANTRY_CORE_EXPORT std::vector<std::string> expand_nodelist(const std::string& list);
 
+/// `host` if it resolves; else, inside SLURM, the node's NodeAddr from
+/// `scontrol show node` (clusters whose node names are not in DNS); else `host`.
+GANTRY_CORE_EXPORT std::string resolve_master_host(const std::string& host);
+
 /// MASTER_PORT derived from a SLURM job id, so jobs sharing a node differ.
 GANTRY_CORE_EXPORT int port_for_job(const std::string& job_id);
 

@@ -31,7 +31,8 @@ bool is_loopback(const std::string& host) {
 
 ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout)
     : env_(env), timeout_(timeout) {
-  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  env_.master_addr = resolve_master_host(env.master_addr);
+  const std::string where = env_.master_addr + ":" + std::to_string(env.master_port);
   const std::string me = "rank " + std::to_string(env.rank);
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(env.master_port);
@@ -40,7 +41,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   opts.waitWorkers = false;  // we wait ourselves, to name who is missing
   opts.timeout = timeout;
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    store_ = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, opts);
   } catch (const std::exception& e) {
     throw Error(me + ": " +
                 (env.rank == 0 ? "cannot listen on " + where
@@ -70,7 +71,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   gloo->timeout = timeout;
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-  else if (is_loopback(env.master_addr))
+  else if (is_loopback(env_.master_addr))
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   else
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());

@@ -77,6 +77,10 @@ void install_stop_signals() {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // SLURM's --signal=USR1@N before the time limit (USR2 where NCCL takes USR1):
+  // stop at the next step boundary and save, instead of the default (death).
+  sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGUSR2, &sa, nullptr);
 }
 
 int stop_requested() { return g_stop.load(); }

@@ -27,8 +27,9 @@ GANTRY_CORE_EXPORT int available_cores();
 /// cores shared among `local_ranks` processes. Returns the count set.
 GANTRY_CORE_EXPORT int configure_threads(int64_t requested, int local_ranks = 1);
 
-/// SIGINT / SIGTERM ask the trainer to stop at the next step boundary (the
-/// handler only sets a flag); a second SIGINT exits at once with 130.
+/// SIGINT / SIGTERM / SIGUSR1 / SIGUSR2 ask the trainer to stop at the next
+/// step boundary and save (the handler only sets a flag); a second SIGINT
+/// exits at once with 130.
 GANTRY_CORE_EXPORT void install_stop_signals();
 /// The signal that asked to stop, or 0.
 GANTRY_CORE_EXPORT int stop_requested();

@@ -1,0 +1,111 @@
+#include "submit.hpp"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+
+#include "errors.hpp"
+#include "files.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gantry {
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = text.find(from, pos)) != std::string::npos; pos += to.size())
+    text.replace(pos, from.size(), to);
+  return text;
+}
+
+// slurm.template as given, else beside an installed gantry, else in the source tree.
+std::string find_template(const std::string& path, const std::string& gantry_exe) {
+  std::vector<fs::path> candidates = {fs::path(path)};
+  const fs::path prefix = fs::path(gantry_exe).parent_path().parent_path();
+  candidates.push_back(prefix / "share" / "gantry" / path);
+#ifdef GANTRY_SOURCE_DIR
+  candidates.push_back(fs::path(GANTRY_SOURCE_DIR) / path);
+#endif
+  for (const auto& c : candidates)
+    if (fs::exists(c)) return c.string();
+  throw ConfigError("slurm.template: no " + path + " (relative to the working directory, " +
+                    (prefix / "share" / "gantry").string() + " or the source tree)");
+}
+
+}  // namespace
+
+std::string render_sbatch(const ExperimentConfig& cfg, const std::string& template_text,
+                          const std::string& gantry_exe, const std::string& config_path,
+                          const std::vector<std::string>& overrides) {
+  const auto& s = cfg.slurm;
+  const auto& t = cfg.trainer;
+  const int64_t cpus = s.cpus_per_task > 0 ? s.cpus_per_task : (t.threads > 0 ? t.threads : 1);
+  std::string d;
+  auto line = [&](const std::string& opt) { d += "#SBATCH " + opt + "\n"; };
+  line("--job-name=" + cfg.name);
+  line("--nodes=" + std::to_string(t.num_nodes));
+  line("--ntasks-per-node=" + std::to_string(t.devices));
+  line("--cpus-per-task=" + std::to_string(cpus));
+  if (t.accelerator == "cuda") line("--gres=gpu:" + std::to_string(t.devices));
+  line("--time=" + s.time);
+  if (!s.partition.empty()) line("--partition=" + s.partition);
+  if (!s.mem.empty()) line("--mem=" + s.mem);
+  if (!s.account.empty()) line("--account=" + s.account);
+  if (!s.signal.empty()) line("--signal=" + s.signal);
+  line("--requeue");
+  line("--open-mode=append");
+  line("--output=" + (fs::absolute(t.out_dir) / cfg.name / "slurm-%j.out").string());
+  d.pop_back();
+  std::string cmd = shell_quote(gantry_exe) + " train " + shell_quote(fs::absolute(config_path).string());
+  for (const auto& o : overrides) cmd += " " + shell_quote(o);
+  if (template_text.find("{{command}}") == std::string::npos)
+    throw ConfigError("slurm.template has no {{command}} placeholder");
+  return replace_all(replace_all(template_text, "{{sbatch}}", d), "{{command}}", cmd);
+}
+
+int submit(const std::string& config_path, const std::vector<std::string>& overrides, bool dry_run,
+           bool wait, const std::string& gantry_exe) {
+  const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
+  const std::string tmpl_path = find_template(cfg.slurm.template_path, gantry_exe);
+  const std::string script = render_sbatch(cfg, read_file(tmpl_path), gantry_exe, config_path, overrides);
+  if (dry_run) {
+    std::fputs(script.c_str(), stdout);
+    return 0;
+  }
+  const fs::path dir = fs::path(cfg.trainer.out_dir) / cfg.name / "slurm";
+  fs::create_directories(dir);
+  const fs::path file = fs::absolute(dir / ("submit-" + std::to_string(::time(nullptr)) + ".sbatch"));
+  write_file_atomic(file.string(), script);
+  const std::string cmd = std::string("sbatch ") + (wait ? "--wait " : "") + shell_quote(file.string()) + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) throw Error("cannot run sbatch");
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) {
+    out += buf;
+    if (wait) std::fputs(buf, stdout);
+  }
+  const int status = ::pclose(p);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex("Submitted batch job (\\d+)"))) {
+    std::printf("submitted job %s: %s (log: %s)\n", m[1].str().c_str(), file.c_str(),
+                (fs::absolute(cfg.trainer.out_dir) / cfg.name / ("slurm-" + m[1].str() + ".out")).c_str());
+  } else {
+    std::string first = out.substr(0, out.find('\n'));
+    throw Error("sbatch " + file.string() + " failed: " + (first.empty() ? "no output" : first));
+  }
+  if (wait && code != 0) std::fprintf(stderr, "gantry submit: job failed (sbatch --wait exit %d)\n", code);
+  return code;
+}
+
+}  // namespace gantry
