@@ -81,6 +81,8 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.progress", &E::trainer, &TrainerOptions::progress));
     f.push_back(option_field("trainer.resume", &E::trainer, &TrainerOptions::resume));
     f.push_back(option_field("trainer.dist_timeout", &E::trainer, &TrainerOptions::dist_timeout));
+    f.push_back(option_field("trainer.grad_compression", &E::trainer, &TrainerOptions::grad_compression));
+    f.push_back(option_field("trainer.broadcast_buffers", &E::trainer, &TrainerOptions::broadcast_buffers));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     f.push_back(option_field("slurm.partition", &E::slurm, &SlurmOptions::partition));
     f.push_back(option_field("slurm.time", &E::slurm, &SlurmOptions::time));
@@ -236,6 +238,10 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
   check(t.progress == "auto" || t.progress == "bar" || t.progress == "lines" || t.progress == "none",
         "trainer.progress", "one of auto, bar, lines, none");
   check(t.dist_timeout > 0, "trainer.dist_timeout", "> 0 seconds");
+  check(t.broadcast_buffers == "on_read" || t.broadcast_buffers == "every_step",
+        "trainer.broadcast_buffers", "one of on_read, every_step");
+  check(t.grad_compression == "none" || t.grad_compression == "fp16", "trainer.grad_compression",
+        "one of none, fp16");
   check(cfg.slurm.cpus_per_task >= 0, "slurm.cpus_per_task", ">= 0");
   check(!cfg.slurm.time.empty(), "slurm.time", "a time limit such as 01:00:00");
   check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");

@@ -34,6 +34,8 @@ struct GANTRY_CORE_EXPORT TrainerOptions {
   std::string progress = "auto";     ///< auto | bar | lines | none
   std::string resume;                ///< a checkpoint path to resume from; empty: fresh start
   double dist_timeout = 300;         ///< seconds a rank waits for the others (rendezvous, collectives)
+  std::string broadcast_buffers = "on_read";  ///< on_read | every_step: when rank 0's buffers (BatchNorm stats) are broadcast
+  std::string grad_compression = "none";  ///< none | fp16: all-reduce gradients as fp16 (DDP's fp16_compress_hook)
 
   double max_time_seconds() const;   ///< max_time parsed; <= 0 when unset
 };

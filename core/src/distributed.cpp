@@ -111,6 +111,15 @@ void ProcessGroup::allreduce_sum(torch::Tensor& t) {
   });
 }
 
+std::function<void()> ProcessGroup::allreduce_max_async(torch::Tensor& t) {
+  std::vector<torch::Tensor> v{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::MAX;
+  c10::intrusive_ptr<c10d::Work> work;
+  collective("all-reduce", [&] { work = pg_->allreduce(v, o); });
+  return [this, work] { collective("all-reduce", [&] { work->wait(); }); };
+}
+
 void ProcessGroup::allreduce_max(torch::Tensor& t) {
   collective("all-reduce", [&] {
     std::vector<torch::Tensor> v{t};
@@ -120,7 +129,7 @@ void ProcessGroup::allreduce_max(torch::Tensor& t) {
   });
 }
 
-GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params) {
+GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, bool fp16) {
   constexpr int64_t kFirstBucket = 1024 * 1024, kBucket = 25 * 1024 * 1024;  // DDP's defaults
   const std::vector<bool> sparse(params.size(), false);
   auto [buckets, limits] =
@@ -133,6 +142,7 @@ GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params) {
                                              /*find_unused_parameters=*/false,
                                              /*gradient_as_bucket_view=*/false,
                                              std::unordered_map<size_t, std::string>{}, kFirstBucket);
+  if (fp16) reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
 }
 
 GradSync::~GradSync() = default;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   /// In-place sum / max over ranks.
   void allreduce_sum(torch::Tensor& t);
   void allreduce_max(torch::Tensor& t);
+  /// Starts a max all-reduce of `t` (which must stay alive) and returns the
+  /// function that waits for it.
+  std::function<void()> allreduce_max_async(torch::Tensor& t);
 
   c10::intrusive_ptr<c10d::ProcessGroup> group() const;
 
@@ -57,7 +61,8 @@ class GANTRY_CORE_EXPORT ProcessGroup {
 /// still runs. Only gradients of a backward preceded by prepare() are synced.
 class GANTRY_CORE_EXPORT GradSync {
  public:
-  GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params);
+  /// `fp16`: all-reduce the buckets as fp16 and decompress (halves the bytes).
+  GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, bool fp16 = false);
   ~GradSync();
   /// Call right before the backward whose gradients must be averaged.
   void prepare();

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -208,7 +209,7 @@ struct Trainer::Impl {
       for (const auto& g : o.optimizer->param_groups())
         for (const auto& p : g.params())
           if (p.requires_grad()) s.params.push_back(p);
-      if (pg) s.sync = std::make_unique<GradSync>(*pg, s.params);
+      if (pg) s.sync = std::make_unique<GradSync>(*pg, s.params, t.grad_compression == "fp16");
       slots.push_back(std::move(s));
     }
     spec = call("data_spec", [&] { return exp.system->data_spec(); });
@@ -244,7 +245,11 @@ struct Trainer::Impl {
     return out;
   }
 
-  // DDP's broadcast_buffers: BatchNorm running stats follow rank 0 (see docs/distributed.md).
+  // Rank 0's buffers (BatchNorm running stats) to every rank. DDP does this
+  // before every forward; by default gantry does it whenever buffers are read
+  // (samples, validation, checkpoints, the end): in train mode BatchNorm uses
+  // batch statistics, so rank 0's running stats evolve exactly as under DDP.
+  // trainer.broadcast_buffers=every_step restores DDP's schedule. docs/distributed.md.
   void broadcast_buffers() {
     if (!pg || buffers_.empty()) return;
     pg->broadcast(buffers_);
@@ -252,16 +257,32 @@ struct Trainer::Impl {
   std::vector<torch::Tensor> buffers_;
 
   // Whether every rank agrees to go on: any rank's stop (signal, time) or bad
-  // metric stops all of them at the same step boundary.
+  // metric stops all of them at the same step boundary. The all-reduce of step
+  // N is waited for at step N+1, so it never stalls a step: ranks stop one
+  // step after the request, all at the same step.
   struct Agreement {
     bool stop = false;
     bool bad_metric = false;
   };
-  Agreement agree(bool stop, bool bad_metric) {
-    if (!pg) return {stop, bad_metric};
-    auto flags = torch::tensor({stop ? 1 : 0, bad_metric ? 1 : 0}, torch::kInt32);
-    pg->allreduce_max(flags);
-    return {flags[0].item<int>() != 0, flags[1].item<int>() != 0};
+  torch::Tensor pending_flags_;
+  std::function<void()> pending_wait_;
+  std::string pending_bad_;
+  Agreement agree(bool stop, const std::string& bad) {
+    if (!pg) return {stop, !bad.empty()};
+    Agreement a;
+    if (pending_wait_) {
+      pending_wait_();
+      a = {pending_flags_[0].item<int>() != 0, pending_flags_[1].item<int>() != 0};
+    }
+    if (a.bad_metric) return a;
+    pending_flags_ = torch::tensor({stop ? 1 : 0, bad.empty() ? 0 : 1}, torch::kInt32);
+    pending_wait_ = pg->allreduce_max_async(pending_flags_);
+    if (pending_bad_.empty()) pending_bad_ = bad;
+    return a;
+  }
+  void finish_agreement() {
+    if (pending_wait_) pending_wait_();
+    pending_wait_ = nullptr;
   }
 
   // Parameters bit-identical on every rank? (max and min of each tensor's sum agree)
@@ -434,7 +455,7 @@ struct Trainer::Impl {
         if (!batch) break;
         batch->input = batch->input.to(device);
         if (batch->target.defined()) batch->target = batch->target.to(device);
-        broadcast_buffers();
+        if (t.broadcast_buffers == "every_step") broadcast_buffers();
         ctx->begin(state.global_step, state.epoch);
         call("training_step", [&] { exp.system->training_step(*batch, *ctx); });
         ++state.global_step;
@@ -442,35 +463,45 @@ struct Trainer::Impl {
         const std::string bad = read_values();
         const bool want_stop = (t.max_steps > 0 && state.global_step >= t.max_steps) ||
                                (max_time > 0 && elapsed() >= max_time) || stop_requested();
-        const Agreement agreed = agree(want_stop, !bad.empty());
-        if (agreed.bad_metric)
-          throw TrainingError(!bad.empty() ? bad
-                                           : "step " + std::to_string(state.global_step) +
-                                                 ": another rank logged a NaN/Inf metric; stopping");
+        const Agreement agreed = agree(want_stop, bad);
+        if (agreed.bad_metric) {
+          const std::string mine = pg ? pending_bad_ : bad;
+          throw TrainingError(!mine.empty() ? mine
+                                            : "step " + std::to_string(state.global_step - 1) +
+                                                  ": another rank logged a NaN/Inf metric; stopping");
+        }
+        const bool image_due = t.image_every_n_steps > 0 && state.global_step % t.image_every_n_steps == 0;
+        const bool ckpt_due = cfg().checkpoint.every_n_steps > 0 &&
+                              state.global_step % cfg().checkpoint.every_n_steps == 0;
+        if ((image_due || ckpt_due) && t.broadcast_buffers != "every_step") broadcast_buffers();
         if (is_zero() && state.global_step % t.log_every_n_steps == 0) {
           metrics->write(state.global_step, state.epoch, unix_time(), last_values);
           last_row_step = state.global_step;
         }
         progress->update(state.global_step, state.epoch, state.batch_in_epoch, last_values);
-        if (is_zero() && t.image_every_n_steps > 0 && state.global_step % t.image_every_n_steps == 0) {
+        if (is_zero() && image_due) {
           log_samples();
           last_image_step = state.global_step;
         }
-        if (cfg().checkpoint.every_n_steps > 0 &&
-            state.global_step % cfg().checkpoint.every_n_steps == 0) {
+        if (ckpt_due) {
           save(false);
           if (metrics) metrics->flush();
         }
-        if (agreed.stop) done = true;
+        if (agreed.stop || (t.max_steps > 0 && state.global_step >= t.max_steps)) done = true;
       }
       if (state.batch_in_epoch >= per_epoch) {  // the epoch is complete
-        if (val_loader && (state.epoch + 1) % t.val_every_n_epochs == 0) validate(*val, *val_loader);
+        if (val_loader && (state.epoch + 1) % t.val_every_n_epochs == 0) {
+          broadcast_buffers();
+          validate(*val, *val_loader);
+        }
         ++state.epoch;
         state.batch_in_epoch = 0;
         if (t.max_epochs > 0 && state.epoch >= t.max_epochs) done = true;
       }
     }
     result.seconds = elapsed();
+    finish_agreement();
+    broadcast_buffers();
     result.replicas_identical = replicas_identical();
     if (metrics && last_row_step != state.global_step && !last_values.empty())
       metrics->write(state.global_step, state.epoch, unix_time(), last_values);
