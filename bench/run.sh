@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Steady-state speed of `gantry train` on the demo config against a bare
 # LibTorch loop of the same model, data and optimizers, in the same run.
-# Runs alternate (gantry, bare, gantry, bare, ...) because these machines are
-# noisy; each ratio is taken within a pair, and the table shows medians.
+# Runs alternate (gantry, bare, bare, bare, gantry, ...) because these machines
+# are noisy; each ratio is taken within a round, and the table shows medians.
 #   bench/run.sh [pairs=5] [steps=1100] [threads=1] [batch=64]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,8 @@ trap 'rm -rf "$out"' EXIT
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-g_all=() b_all=() bi_all=() r_all=() ri_all=()
+tuned="glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=268435456:glibc.malloc.top_pad=67108864"
+g_all=() b_all=() bi_all=() bt_all=() r_all=() ri_all=() rt_all=()
 for i in $(seq "$pairs"); do
   build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps="$steps" \
     trainer.threads="$threads" data.batch_size="$batch" trainer.progress=none \
@@ -22,9 +23,10 @@ for i in $(seq "$pairs"); do
   g=$(python3 bench/gantry_steps_per_s.py "$out/run$i/latest/metrics.csv" "$warmup")
   b=$(build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" | awk '{print $2}')
   bi=$(build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" --inputs | awk '{print $2}')
-  g_all+=("$g") b_all+=("$b") bi_all+=("$bi")
-  r_all+=("$(echo "$g / $b" | bc -l)") ri_all+=("$(echo "$g / $bi" | bc -l)")
-  echo "pair $i: gantry $g  bare $b  bare(inputs=) $bi steps/s" >&2
+  bt=$(GLIBC_TUNABLES=$tuned build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" --inputs | awk '{print $2}')
+  g_all+=("$g") b_all+=("$b") bi_all+=("$bi") bt_all+=("$bt")
+  r_all+=("$(echo "$g / $b" | bc -l)") ri_all+=("$(echo "$g / $bi" | bc -l)") rt_all+=("$(echo "$g / $bt" | bc -l)")
+  echo "round $i: gantry $g  bare $b  bare(inputs=) $bi  bare(inputs=, malloc tuned) $bt steps/s" >&2
 done
 
 med() { printf '%s\n' "$@" | median; }
@@ -37,3 +39,5 @@ printf '| bare LibTorch loop, loss.backward() | %.1f | %.0f | %.3f |\n' \
   "$(med "${b_all[@]}")" "$(echo "$(med "${b_all[@]}") * $batch" | bc -l)" "$(med "${r_all[@]}")"
 printf '| bare LibTorch loop, backward(inputs=G params) | %.1f | %.0f | %.3f |\n' \
   "$(med "${bi_all[@]}")" "$(echo "$(med "${bi_all[@]}") * $batch" | bc -l)" "$(med "${ri_all[@]}")"
+printf '| bare loop, backward(inputs=), glibc malloc tuned as gantry does | %.1f | %.0f | %.3f |\n' \
+  "$(med "${bt_all[@]}")" "$(echo "$(med "${bt_all[@]}") * $batch" | bc -l)" "$(med "${rt_all[@]}")"

@@ -31,7 +31,7 @@ for i in $(seq "$reps"); do
     all[g$ranks]+="$(gantry_run "$ranks" "g${ranks}_$i") "
     all[p$ranks]+="$(python_run "$ranks") "
   done
-  echo "rep $i: gantry ${all[g1]##* } ${all[g2]} | python ${all[p1]} ${all[p2]}" >&2
+  echo "rep $i: gantry 1 rank: ${all[g1]}| 2 ranks: ${all[g2]}| python 1 rank: ${all[p1]}| 2 ranks: ${all[p2]}" >&2
 done
 med() { printf '%s\n' $1 | median; }
 g1=$(med "${all[g1]}") g2=$(med "${all[g2]}") p1=$(med "${all[p1]}") p2=$(med "${all[p2]}")

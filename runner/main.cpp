@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <csignal>
 #include <optional>
 
 #include "checkpoint.hpp"
@@ -56,11 +57,61 @@ ImageDataset load_train_data(const ExperimentConfig& cfg) {
   return ds;
 }
 
+// trainer.resume: "auto" (the default when SLURM restarts a requeued job) finds
+// the newest valid checkpoint of the experiment; "" starts fresh.
+std::string resolve_resume(const ExperimentConfig& cfg, bool print) {
+  std::string resume = cfg.trainer.resume;
+  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+  if (resume.empty() && restarts && std::atoi(restarts) > 0) resume = "auto";
+  if (resume != "auto") return resume;
+  std::vector<std::string> warnings;
+  const std::string exp_dir = (fs::path(cfg.trainer.out_dir) / cfg.name).string();
+  const std::string found = find_latest_checkpoint(exp_dir, &warnings);
+  if (print) {
+    for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    std::printf(found.empty() ? "resume: no checkpoint in %s yet, starting fresh\n"
+                              : "resume: %s\n",
+                found.empty() ? exp_dir.c_str() : found.c_str());
+  }
+  return found;
+}
+
+// A checkpoint <out_dir>/<name>/<run>/checkpoints/x.ckpt continues in <run>;
+// anything else gets a new run directory.
+std::string run_dir_for(const ExperimentConfig& cfg, const std::string& resume) {
+  if (!resume.empty()) {
+    const fs::path run = fs::absolute(resume).parent_path().parent_path();
+    std::error_code ec;
+    if (fs::equivalent(run.parent_path(), fs::path(cfg.trainer.out_dir) / cfg.name, ec)) {
+      const fs::path link = fs::path(cfg.trainer.out_dir) / cfg.name / "latest";
+      const fs::path tmp = link.string() + ".tmp";
+      fs::remove(tmp, ec);
+      fs::create_directory_symlink(run.filename(), tmp, ec);
+      if (!ec) fs::rename(tmp, link, ec);
+      return (fs::path(cfg.trainer.out_dir) / cfg.name / run.filename()).string();
+    }
+  }
+  return make_run_dir(cfg.trainer.out_dir, cfg.name);
+}
+
+// After a SIGUSR1/SIGUSR2 stop under SLURM: requeue the job; it resumes by itself.
+void requeue_if_asked(int stop_signal, bool zero) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (!zero || !job || (stop_signal != SIGUSR1 && stop_signal != SIGUSR2)) return;
+  const std::string cmd = std::string("scontrol requeue ") + job;
+  const int rc = std::system(cmd.c_str());
+  if (rc == 0)
+    std::printf("requeued SLURM job %s: it will resume from the checkpoint\n", job);
+  else
+    std::fprintf(stderr, "warning: `%s` failed (exit %d): the job was not requeued\n", cmd.c_str(), rc);
+}
+
 int cmd_train(const std::string& config_path, const std::vector<std::string>& overrides) {
-  const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
+  ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
   const DistEnv dist = DistEnv::from(DistEnv::process_environment());
   dist.check(cfg.trainer.num_nodes, cfg.trainer.devices, cfg.where("trainer.devices"));
   const bool zero = dist.rank == 0;
+  cfg.trainer.resume = resolve_resume(cfg, zero);
   Experiment exp = Experiment::build(cfg);
   const int threads = configure_threads(cfg.trainer.threads, dist.local_world_size);
   if (zero) print_banner(exp, threads);
@@ -71,7 +122,7 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
 
   std::string run_dir;
   if (zero) {  // only rank 0 writes the run directory
-    run_dir = make_run_dir(cfg.trainer.out_dir, cfg.name);
+    run_dir = run_dir_for(cfg, cfg.trainer.resume);
     write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
     std::printf("run directory: %s\n", run_dir.c_str());
   }
@@ -80,7 +131,9 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
   install_stop_signals();
   Trainer trainer(std::move(exp), run_dir, dist);
   const FitResult r = trainer.fit(train, val ? &*val : nullptr);
-  if (!zero) return r.stop_signal ? 128 + r.stop_signal : 0;
+  const bool preempted = r.stop_signal == SIGUSR1 || r.stop_signal == SIGUSR2;
+  requeue_if_asked(r.stop_signal, zero);
+  if (!zero) return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
   const double steps_per_s = r.seconds > 0 ? double(r.state.global_step) / r.seconds : 0;
   std::printf("%s at step %ld (epoch %ld) after %.1f s (%.1f steps/s)\n",
               r.stop_signal ? "stopped by signal" : "done", long(r.state.global_step),
@@ -91,7 +144,7 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
                 r.replicas_identical ? "bit-identical" : "DIFFER", dist.world_size);
   std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(),
               (fs::path(run_dir) / "images").c_str());
-  return r.stop_signal ? 128 + r.stop_signal : 0;
+  return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
 }
 
 int cmd_validate(const std::string& config_path, const std::vector<std::string>& overrides) {
@@ -128,7 +181,8 @@ int cmd_plugins() {
   return 0;
 }
 
-int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out, int64_t seed) {
+int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out, int64_t seed,
+               const std::string& tensor_out) {
   const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
   const ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (config)");
   Experiment exp = Experiment::build(cfg);
@@ -137,9 +191,17 @@ int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out,
   for (auto& m : modules) m.module->eval();
   torch::manual_seed(static_cast<uint64_t>(seed));
   torch::NoGradGuard no_grad;
-  const torch::Tensor images = exp.system->forward(exp.system->sample_input(n));
+  const torch::Tensor input = exp.system->sample_input(n);
+  const torch::Tensor images = exp.system->forward(input);
   const DataSpec spec = exp.system->data_spec();
   write_file_atomic(out, encode_png(make_grid(images, 8, 2, spec.low, spec.high)));
+  if (!tensor_out.empty()) {  // {"input": ..., "output": ...}, readable by Python's torch.load
+    c10::Dict<std::string, torch::Tensor> d;
+    d.insert("input", input);
+    d.insert("output", images);
+    const auto bytes = torch::pickle_save(d);
+    write_file_atomic(tensor_out, std::string(bytes.begin(), bytes.end()));
+  }
   std::printf("wrote %ld samples from %s to %s\n", long(n), checkpoint.c_str(), out.c_str());
   return 0;
 }
@@ -185,6 +247,8 @@ int main(int argc, char** argv) {
   sample->add_option("-n", n, "Number of samples")->check(CLI::Range(1, 4096));
   sample->add_option("-o,--output", out, "Output PNG");
   sample->add_option("--seed", seed, "Seed for the sample inputs");
+  std::string tensor_out;
+  sample->add_option("--tensors", tensor_out, "Also save the inputs and outputs as tensors (torch.load-able)");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -198,7 +262,7 @@ int main(int argc, char** argv) {
     if (*submit_cmd)
       return submit(config, overrides, dry_run, wait, boost::dll::program_location().string());
     if (*plugins) return cmd_plugins();
-    if (*sample) return cmd_sample(checkpoint, n, out, seed);
+    if (*sample) return cmd_sample(checkpoint, n, out, seed, tensor_out);
   } catch (const Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "\ngantry: error: %s\n", e.what());

@@ -13,6 +13,8 @@ packages=(
   libgloo-dev                # Gloo headers: c10d's ProcessGroupGloo includes them
   libgtest-dev
   slurm-wlm munge            # the tests start a real single-host SLURM cluster
+  python3-torch              # the tests load a checkpoint in Python; bench/ compares with it
+  iproute2                   # the tests put two ranks in separate network namespaces
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
 )
 

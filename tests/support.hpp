@@ -81,6 +81,38 @@ inline CommandResult run_gantry(const std::string& args, const std::string& cwd 
   return r;
 }
 
+/// Direct children of `parent` (from /proc), with their environment's RANK or -1.
+inline std::vector<std::pair<pid_t, int>> children_of(pid_t parent) {
+  std::vector<std::pair<pid_t, int>> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string stat = read_text((e.path() / "stat").string());
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    int ppid = 0;
+    char state = 0;
+    if (std::sscanf(stat.c_str() + close + 2, "%c %d", &state, &ppid) != 2 || ppid != parent) continue;
+    std::string env = read_text((e.path() / "environ").string());
+    for (auto& c : env) c = c == '\0' ? '\n' : c;
+    int rank = -1;
+    const auto at = ("\n" + env).find("\nRANK=");
+    if (at != std::string::npos) rank = std::atoi(env.c_str() + at + 5);
+    out.emplace_back(std::stoi(e.path().filename()), rank);
+  }
+  return out;
+}
+
+/// Starts `gantry args` in `cwd` in the background (output to `log`); returns its pid.
+inline pid_t spawn_gantry(const std::string& args, const std::string& cwd, const std::string& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::string cmd = "cd '" + cwd + "' && exec '" + std::string(GANTRY_BIN) + "' " + args +
+                            " >'" + log + "' 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+    ::_exit(127);
+  }
+  return pid;
+}
+
 /// Non-empty lines of `text`.
 inline std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;

@@ -4,6 +4,10 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <sstream>
 
 #include "errors.hpp"
@@ -35,6 +39,40 @@ std::string shape_str(const torch::Tensor& t) {
   return s.str();
 }
 
+// CRC32 over every entry but "checksum": keys sorted, scalars as text,
+// tensors as their bytes; nested dicts likewise.
+uint32_t content_crc(const GenericDict& d, uint32_t crc = 0) {
+  std::vector<std::string> keys;
+  for (const auto& e : d) keys.push_back(e.key().toStringRef());
+  std::sort(keys.begin(), keys.end());
+  auto feed = [&](const void* p, size_t n) {
+    crc = static_cast<uint32_t>(crc32(crc, static_cast<const Bytef*>(p), static_cast<uInt>(n)));
+  };
+  for (const auto& k : keys) {
+    if (k == "checksum") continue;
+    feed(k.data(), k.size());
+    const auto& v = d.at(k);
+    if (v.isTensor()) {
+      const auto t = v.toTensor().contiguous();
+      feed(t.data_ptr(), t.numel() * t.element_size());
+    } else if (v.isGenericDict()) {
+      crc = content_crc(v.toGenericDict(), crc);
+    } else if (v.isString()) {
+      feed(v.toStringRef().data(), v.toStringRef().size());
+    } else if (v.isInt()) {
+      const int64_t x = v.toInt();
+      feed(&x, sizeof x);
+    }
+  }
+  return crc;
+}
+
+std::string crc_text(uint32_t crc) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "crc32:%08x", crc);
+  return buf;
+}
+
 GenericDict read_dict(const std::string& path) {
   std::string bytes;
   try {
@@ -48,6 +86,11 @@ GenericDict read_dict(const std::string& path) {
     auto d = v.toGenericDict();
     if (!d.contains("format_version") || !d.contains("state_dict"))
       throw CheckpointError("checkpoint " + path + ": not a gantry checkpoint (no format_version)");
+    const std::string want = d.contains("checksum") ? d.at("checksum").toStringRef() : "";
+    const std::string got = crc_text(content_crc(d));
+    if (want != got)
+      throw CheckpointError("checkpoint " + path + " is corrupt: checksum " + got + ", the file says " +
+                            (want.empty() ? "none" : want));
     return d;
   } catch (const c10::Error& e) {
     throw CheckpointError("checkpoint " + path + " is corrupt or truncated: " +
@@ -69,7 +112,7 @@ int64_t get_int(const GenericDict& d, const char* key, const std::string& path) 
 
 void save_checkpoint(const std::string& path, const std::vector<NamedModule>& modules,
                      const std::vector<NamedOptimizer>& optimizers, const TrainState& state,
-                     const CheckpointMeta& meta) {
+                     const CheckpointMeta& meta, const std::vector<torch::Tensor>& rng_states) {
   c10::Dict<std::string, torch::Tensor> state_dict;
   for (const auto& m : modules) {
     for (const auto& p : m.module->named_parameters())
@@ -86,10 +129,13 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
     optim_states.insert(o.name, bytes_tensor(os.str()));
   }
   c10::Dict<std::string, torch::Tensor> rng;
-  {
+  if (rng_states.empty()) {
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
     rng.insert("torch_cpu", gen.get_state());
+  } else {
+    for (size_t r = 0; r < rng_states.size(); ++r)
+      rng.insert(r ? "torch_cpu_rank" + std::to_string(r) : std::string("torch_cpu"), rng_states[r]);
   }
   GenericDict top(c10::StringType::get(), c10::AnyType::get());
   top.insert("format_version", kFormatVersion);
@@ -99,10 +145,12 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
   top.insert("global_step", state.global_step);
   top.insert("epoch", state.epoch);
   top.insert("batch_in_epoch", state.batch_in_epoch);
+  top.insert("world_size", static_cast<int64_t>(std::max<size_t>(1, rng_states.size())));
   top.insert("config", meta.config_yaml);
   top.insert("state_dict", state_dict);
   top.insert("optimizer_states", optim_states);
   top.insert("rng_states", rng);
+  top.insert("checksum", crc_text(content_crc(top)));
   const std::vector<char> bytes = torch::pickle_save(top);
   try {
     write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
@@ -113,12 +161,14 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {
   const auto d = read_dict(path);
-  return {get_string(d, "plugin"), get_string(d, "plugin_version"), get_string(d, "config")};
+  return {get_string(d, "plugin"), get_string(d, "plugin_version"), get_string(d, "config"),
+          get_int(d, "global_step", path)};
 }
 
 TrainState load_checkpoint(const std::string& path, const std::string& plugin,
                            const std::vector<NamedModule>& modules,
-                           const std::vector<NamedOptimizer>& optimizers, bool restore_rng) {
+                           const std::vector<NamedOptimizer>& optimizers, bool restore_rng,
+                           int rank) {
   const auto d = read_dict(path);
   const std::string file_plugin = get_string(d, "plugin");
   if (file_plugin != plugin)
@@ -177,13 +227,69 @@ TrainState load_checkpoint(const std::string& path, const std::string& plugin,
     const auto rng = d.at("rng_states").toGenericDict();
     auto gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(rng.at("torch_cpu").toTensor());
+    const std::string mine = rank ? "torch_cpu_rank" + std::to_string(rank) : std::string("torch_cpu");
+    // A checkpoint from a smaller world has no state for this rank: derive one.
+    gen.set_state(rng.contains(mine) ? rng.at(mine).toTensor() : rng.at("torch_cpu").toTensor());
+    if (!rng.contains(mine)) gen.set_current_seed(gen.current_seed() + static_cast<uint64_t>(rank));
   }
   TrainState s;
   s.global_step = get_int(d, "global_step", path);
   s.epoch = get_int(d, "epoch", path);
   s.batch_in_epoch = get_int(d, "batch_in_epoch", path);
   return s;
+}
+
+std::string find_latest_checkpoint(const std::string& experiment_dir,
+                                   std::vector<std::string>* warnings) {
+  namespace fs = std::filesystem;
+  struct Candidate {
+    int64_t step;
+    fs::file_time_type mtime;
+    std::string path;
+  };
+  std::vector<Candidate> all;
+  std::error_code ec;
+  if (!fs::is_directory(experiment_dir, ec)) return "";
+  for (const auto& run : fs::directory_iterator(experiment_dir, ec)) {
+    if (!run.is_directory() || run.is_symlink()) continue;
+    const fs::path dir = run.path() / "checkpoints";
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& f : fs::directory_iterator(dir, ec)) {
+      const std::string name = f.path().filename().string();
+      if (f.path().extension() != ".ckpt" || name.rfind("step_", 0) != 0) continue;
+      int64_t step = -1;
+      try {
+        step = std::stoll(name.substr(5));
+      } catch (const std::exception&) {
+        continue;
+      }
+      all.push_back({step, fs::last_write_time(f.path(), ec), f.path().string()});
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    return a.step != b.step ? a.step > b.step : a.mtime > b.mtime;
+  });
+  for (const auto& c : all) {
+    try {
+      read_checkpoint_meta(c.path);
+      return c.path;
+    } catch (const CheckpointError& e) {
+      if (warnings) warnings->push_back(std::string("skipping ") + e.what());
+    }
+  }
+  return "";
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep_last) {
+  namespace fs = std::filesystem;
+  if (keep_last <= 0) return;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir, ec))
+    if (f.path().extension() == ".ckpt" && f.path().filename().string().rfind("step_", 0) == 0)
+      files.push_back(f.path());
+  std::sort(files.begin(), files.end());  // step_%07ld: name order is step order
+  for (size_t i = 0; i + keep_last < files.size(); ++i) fs::remove(files[i], ec);
 }
 
 }  // namespace gantry

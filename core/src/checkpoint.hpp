@@ -2,11 +2,13 @@
 // Python's torch.load() reads it. Top-level dict (Lightning's layout):
 //   "state_dict"        {"<module>.<param or buffer>": Tensor}
 //   "optimizer_states"  {"<optimizer>": uint8 Tensor, LibTorch's archive bytes}
-//   "rng_states"        {"torch_cpu": uint8 Tensor}
-//   "global_step", "epoch", "batch_in_epoch": int
+//   "rng_states"        {"torch_cpu": uint8 Tensor (rank 0), "torch_cpu_rank<r>": rank r's}
+//   "global_step", "epoch", "batch_in_epoch", "world_size": int
 //   "config": str (the resolved YAML), "plugin", "plugin_version",
 //   "gantry_version", "format_version"
-// Written atomically (temp file, fsync, rename, fsync of the directory).
+//   "checksum": "crc32:<hex>" over all of the above (keys sorted, tensor bytes)
+// Written atomically (temp file, fsync, rename, fsync of the directory). A
+// truncated file fails to parse; a corrupted one fails its checksum.
 #pragma once
 
 #include <string>
@@ -28,25 +30,40 @@ struct CheckpointMeta {
   std::string plugin;          ///< manifest name
   std::string plugin_version;
   std::string config_yaml;     ///< resolved config
+  int64_t global_step = 0;     ///< (read) the step it was saved at
 };
 
 /// Saves modules, optimizers, RNG and `state` to `path` atomically.
+/// `rng_states`: every rank's CPU generator state, by rank; empty: this
+/// process's only (saved as rank 0's).
 GANTRY_CORE_EXPORT void save_checkpoint(const std::string& path,
                                         const std::vector<NamedModule>& modules,
                                         const std::vector<NamedOptimizer>& optimizers,
-                                        const TrainState& state, const CheckpointMeta& meta);
+                                        const TrainState& state, const CheckpointMeta& meta,
+                                        const std::vector<torch::Tensor>& rng_states = {});
 
-/// Reads only the metadata (to find the plugin and config before building the
-/// system). Throws CheckpointError naming the file when it is unreadable.
+/// Reads the metadata (to find the plugin and config before building the
+/// system) and verifies the checksum. Throws CheckpointError naming the file
+/// when it is unreadable, truncated or corrupt.
 GANTRY_CORE_EXPORT CheckpointMeta read_checkpoint_meta(const std::string& path);
+
+/// The newest valid checkpoint under `<experiment_dir>/*/checkpoints/` (by
+/// step, then modification time), or "" when there is none. Invalid ones are
+/// skipped, each with a line in `warnings`.
+GANTRY_CORE_EXPORT std::string find_latest_checkpoint(const std::string& experiment_dir,
+                                                      std::vector<std::string>* warnings);
+
+/// Deletes all but the newest `keep_last` step_*.ckpt files in `dir` (0: keep all).
+GANTRY_CORE_EXPORT void prune_checkpoints(const std::string& dir, int64_t keep_last);
 
 /// Restores into `modules` (exactly: every parameter and buffer must be in the
 /// file with the same shape) and `optimizers` (those named in the file; may be
-/// empty, e.g. for sampling), the CPU RNG when `restore_rng`, and returns the
-/// train state. `plugin`: the loaded plugin's name, checked against the file's.
+/// empty, e.g. for sampling), rank `rank`'s CPU RNG when `restore_rng`, and
+/// returns the train state. `plugin`: the loaded plugin's name, checked
+/// against the file's. Verifies the checksum first.
 GANTRY_CORE_EXPORT TrainState load_checkpoint(const std::string& path, const std::string& plugin,
                                               const std::vector<NamedModule>& modules,
                                               const std::vector<NamedOptimizer>& optimizers,
-                                              bool restore_rng);
+                                              bool restore_rng, int rank = 0);
 
 }  // namespace gantry

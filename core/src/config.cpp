@@ -84,6 +84,7 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.grad_compression", &E::trainer, &TrainerOptions::grad_compression));
     f.push_back(option_field("trainer.broadcast_buffers", &E::trainer, &TrainerOptions::broadcast_buffers));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
+    f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
     f.push_back(option_field("slurm.partition", &E::slurm, &SlurmOptions::partition));
     f.push_back(option_field("slurm.time", &E::slurm, &SlurmOptions::time));
     f.push_back(option_field("slurm.mem", &E::slurm, &SlurmOptions::mem));
@@ -245,6 +246,7 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
   check(cfg.slurm.cpus_per_task >= 0, "slurm.cpus_per_task", ">= 0");
   check(!cfg.slurm.time.empty(), "slurm.time", "a time limit such as 01:00:00");
   check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");
+  check(cfg.checkpoint.keep_last >= 0, "checkpoint.keep_last", ">= 0 (0: keep all)");
   try {
     (void)t.max_time_seconds();
   } catch (const std::invalid_argument&) {

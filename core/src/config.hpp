@@ -32,7 +32,7 @@ struct GANTRY_CORE_EXPORT TrainerOptions {
   int64_t threads = 0;               ///< intra-op threads per rank; 0: the cores available to it
   std::string out_dir = "runs";      ///< run directories go to <out_dir>/<name>/<timestamp>
   std::string progress = "auto";     ///< auto | bar | lines | none
-  std::string resume;                ///< a checkpoint path to resume from; empty: fresh start
+  std::string resume;                ///< "auto" (newest valid checkpoint of the experiment), a path, or empty
   double dist_timeout = 300;         ///< seconds a rank waits for the others (rendezvous, collectives)
   std::string broadcast_buffers = "on_read";  ///< on_read | every_step: when rank 0's buffers (BatchNorm stats) are broadcast
   std::string grad_compression = "none";  ///< none | fp16: all-reduce gradients as fp16 (DDP's fp16_compress_hook)
@@ -52,6 +52,7 @@ struct DataOptions {
 
 struct CheckpointOptions {
   int64_t every_n_steps = 0;  ///< also save every n batches; 0: only at the end
+  int64_t keep_last = 0;      ///< keep only the newest n checkpoints of a run; 0: all
 };
 
 /// The `slurm:` section, for `gantry submit` (nodes and tasks come from

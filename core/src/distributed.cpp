@@ -153,6 +153,14 @@ std::function<void()> ProcessGroup::allreduce_max_async(torch::Tensor& t) {
   return [this, work] { collective("all-reduce", [&] { work->wait(); }); };
 }
 
+std::vector<torch::Tensor> ProcessGroup::allgather(const torch::Tensor& t) {
+  std::vector<std::vector<torch::Tensor>> out(1);
+  for (int r = 0; r < env_.world_size; ++r) out[0].push_back(torch::empty_like(t));
+  std::vector<torch::Tensor> in{t.contiguous()};
+  collective("all-gather", [&] { pg_->allgather(out, in)->wait(); });
+  return out[0];
+}
+
 void ProcessGroup::allreduce_max(torch::Tensor& t) {
   collective("all-reduce", [&] {
     std::vector<torch::Tensor> v{t};

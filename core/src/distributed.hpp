@@ -39,6 +39,8 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   /// In-place sum / max over ranks.
   void allreduce_sum(torch::Tensor& t);
   void allreduce_max(torch::Tensor& t);
+  /// Every rank's `t` (same shape everywhere), by rank.
+  std::vector<torch::Tensor> allgather(const torch::Tensor& t);
   /// Starts a max all-reduce of `t` (which must stay alive) and returns the
   /// function that waits for it.
   std::function<void()> allreduce_max_async(torch::Tensor& t);

@@ -83,6 +83,30 @@ void MetricsCsv::write(int64_t step, int64_t epoch, double wall_time,
   }
   row += "\n";
   std::fputs(row.c_str(), file_);
+  std::fflush(file_);  // one write per row: followers (tail -f, a monitor) see each as it lands
+}
+
+void MetricsCsv::truncate_after(int64_t step) {
+  std::fflush(file_);
+  const std::string old = read_file(path_);
+  std::istringstream in(old);
+  std::string line, out;
+  std::getline(in, line);
+  out = line + "\n";
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      if (std::stoll(line.substr(0, line.find(','))) > step) continue;
+    } catch (const std::exception&) {
+      continue;  // a torn last line from a crash
+    }
+    out += line + "\n";
+  }
+  std::fclose(file_);
+  file_ = nullptr;
+  write_file_atomic(path_, out);
+  file_ = std::fopen(path_.c_str(), "a");
+  if (!file_) throw Error("cannot open " + path_ + ": " + std::strerror(errno));
 }
 
 void MetricsCsv::flush() {

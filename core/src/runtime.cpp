@@ -77,7 +77,10 @@ std::atomic<int> g_stop{0};
 
 extern "C" void on_stop_signal(int sig) {
   if (sig == SIGINT && g_stop.load() == SIGINT) _exit(130);  // second Ctrl-C: now
-  g_stop.store(sig);
+  // The first request wins: a preemption (USR1) followed by SLURM's SIGTERM
+  // must still save and requeue.
+  int none = 0;
+  g_stop.compare_exchange_strong(none, sig);
 }
 }  // namespace
 

@@ -6,6 +6,8 @@
 
 #include <torch/torch.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <chrono>
 #include <functional>
 #include <cmath>
@@ -222,7 +224,7 @@ struct Trainer::Impl {
           if (is_zero()) write_image(tag, images);
         });
     if (!t.resume.empty()) {
-      state = load_checkpoint(t.resume, plugin_name(), modules, optimizers, true);
+      state = load_checkpoint(t.resume, plugin_name(), modules, optimizers, true, dist.rank);
     }
     if (pg) {  // every replica starts from rank 0's parameters and buffers
       std::vector<torch::Tensor> all = parameters();
@@ -338,15 +340,27 @@ struct Trainer::Impl {
     for (auto& m : modules) m.module->train();
   }
 
+  // Every rank calls this at the same step (its RNG state is gathered); rank 0 writes.
   std::string save(bool final) {
+    std::vector<torch::Tensor> rng;
+    if (pg) {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      torch::Tensor mine;
+      {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        mine = gen.get_state();
+      }
+      rng = pg->allgather(mine);
+    }
     if (!is_zero()) return "";
     char name[64];
     std::snprintf(name, sizeof name, "step_%07ld.ckpt", long(state.global_step));
     const std::string path = (fs::path(run_dir) / "checkpoints" / name).string();
     if (final && path == last_checkpoint) return path;
     save_checkpoint(path, modules, optimizers, state,
-                    {plugin_name(), exp.plugin->manifest().version, cfg().to_yaml()});
+                    {plugin_name(), exp.plugin->manifest().version, cfg().to_yaml(), 0}, rng);
     last_checkpoint = path;
+    prune_checkpoints((fs::path(run_dir) / "checkpoints").string(), cfg().checkpoint.keep_last);
     return path;
   }
 
@@ -433,7 +447,10 @@ struct Trainer::Impl {
     int64_t total = -1;
     if (t.max_epochs > 0) total = t.max_epochs * per_epoch;
     if (t.max_steps > 0) total = total > 0 ? std::min(total, t.max_steps) : t.max_steps;
-    if (is_zero()) metrics = std::make_unique<MetricsCsv>((fs::path(run_dir) / "metrics.csv").string());
+    if (is_zero()) {
+      metrics = std::make_unique<MetricsCsv>((fs::path(run_dir) / "metrics.csv").string());
+      if (state.global_step > 0) metrics->truncate_after(state.global_step);  // resumed
+    }
     progress = std::make_unique<Progress>(
         is_zero() ? Progress::parse_mode(t.progress, stdout) : Progress::Mode::kNone, total,
         per_epoch, lo.batch_size * dist.world_size);
