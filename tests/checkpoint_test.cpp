@@ -131,14 +131,8 @@ TEST(Checkpoint, ResumedRunEndsBitIdenticalToAnUninterruptedOne) {
               second.path().string())
           .fit(data);
   ASSERT_EQ(c.state.global_step, 10);
-  auto state_dict = [](const std::string& file) {
-    auto bytes = gantry::test::read_text(file);
-    return torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()))
-        .toGenericDict()
-        .at("state_dict")
-        .toGenericDict();
-  };
-  const auto sa = state_dict(a.last_checkpoint), sc = state_dict(c.last_checkpoint);
+  const auto sa = gantry::test::state_dict_of(a.last_checkpoint);
+  const auto sc = gantry::test::state_dict_of(c.last_checkpoint);
   ASSERT_EQ(sa.size(), sc.size());
   for (const auto& e : sa)
     EXPECT_TRUE(torch::equal(e.value().toTensor(), sc.at(e.key()).toTensor())) << e.key().toStringRef();

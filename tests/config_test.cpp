@@ -7,20 +7,10 @@
 
 using namespace gantry;
 using gantry::test::TempDir;
+using gantry::test::config_error;
 using gantry::test::write_text;
 
 namespace {
-
-// The message of the ConfigError `f` throws ("" when it does not throw).
-template <class F>
-std::string config_error(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string write_config(const TempDir& dir, const std::string& text) {
   const std::string path = dir / "exp.yaml";

@@ -17,28 +17,12 @@
 using namespace gantry;
 using gantry::test::run_gantry;
 using gantry::test::TempDir;
+using gantry::test::config_error;
+using gantry::test::state_dict_of;
 
 namespace {
 
 const std::string kDemo = gantry::test::source_path("configs/gan_fashion_mnist.yaml");
-
-template <class F>
-std::string config_error(F&& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-c10::impl::GenericDict state_dict_of(const std::string& ckpt) {
-  const auto bytes = gantry::test::read_text(ckpt);
-  return torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()))
-      .toGenericDict()
-      .at("state_dict")
-      .toGenericDict();
-}
 
 std::string only_checkpoint(const std::filesystem::path& run) {
   std::vector<std::string> found;

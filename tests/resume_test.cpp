@@ -18,18 +18,11 @@
 
 using namespace gantry;
 using gantry::test::TempDir;
+using gantry::test::state_dict_of;
 
 namespace {
 
 const std::string kDemo = gantry::test::source_path("configs/gan_fashion_mnist.yaml");
-
-c10::impl::GenericDict state_dict_of(const std::string& ckpt) {
-  const auto bytes = gantry::test::read_text(ckpt);
-  return torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()))
-      .toGenericDict()
-      .at("state_dict")
-      .toGenericDict();
-}
 
 // metrics.csv without the wall_time column.
 std::vector<std::string> metric_rows(const std::string& csv) {

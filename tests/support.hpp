@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
+
+#include "errors.hpp"
 
 namespace gantry::test {
 
@@ -79,6 +82,26 @@ inline CommandResult run_gantry(const std::string& args, const std::string& cwd 
   r.out = read_text(io / "out");
   r.err = read_text(io / "err");
   return r;
+}
+
+/// The message of the gantry::ConfigError `f` throws ("" when it throws none).
+template <class F>
+std::string config_error(F&& f) {
+  try {
+    f();
+  } catch (const gantry::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// The "state_dict" of a gantry checkpoint file, as torch.load would see it.
+inline c10::impl::GenericDict state_dict_of(const std::string& ckpt) {
+  const auto bytes = read_text(ckpt);
+  return torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()))
+      .toGenericDict()
+      .at("state_dict")
+      .toGenericDict();
 }
 
 /// Direct children of `parent` (from /proc), with their environment's RANK or -1.
