@@ -113,6 +113,14 @@ TEST(Distributed, LaunchTwoRanksTrainsTheGanAndOnlyRankZeroWrites) {
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
   EXPECT_EQ(gantry::test::lines_of(gantry::test::read_text(run / "metrics.csv")).size(), 5u);
   EXPECT_TRUE(std::filesystem::exists(run / "images/generated_0000040.png"));
+  // Every rank's status reached rank 0: ranks.csv has one row per rank at step 40.
+  const auto ranks = gantry::test::lines_of(gantry::test::read_text((run / "ranks.csv").string()));
+  ASSERT_EQ(ranks.size(), 3u) << gantry::test::read_text((run / "ranks.csv").string());
+  EXPECT_EQ(ranks[0], "rank,host,step,samples_per_s,rss_mib,wall_time");
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ranks[1 + r].rfind(std::to_string(r) + ",", 0), 0u) << ranks[1 + r];
+    EXPECT_NE(ranks[1 + r].find(",40,"), std::string::npos) << ranks[1 + r];
+  }
 }
 
 TEST(Distributed, TwoRanksOfHalfBatchEqualOneRankOfFullBatch) {

@@ -120,6 +120,21 @@ ProcessGroup::~ProcessGroup() = default;
 
 c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup::group() const { return pg_; }
 
+void ProcessGroup::publish_status(const std::string& line) {
+  store_->set("gantry/status/" + std::to_string(env_.rank), std::vector<uint8_t>(line.begin(), line.end()));
+}
+
+std::vector<std::string> ProcessGroup::collect_status() {
+  std::vector<std::string> out(env_.world_size);
+  for (int r = 0; r < env_.world_size; ++r) {
+    const std::string key = "gantry/status/" + std::to_string(r);
+    if (!store_->check({key})) continue;
+    const auto v = store_->get(key);
+    out[r].assign(v.begin(), v.end());
+  }
+  return out;
+}
+
 template <class F>
 void ProcessGroup::collective(const char* what, F&& f) {
   try {

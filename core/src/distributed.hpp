@@ -47,6 +47,11 @@ class GANTRY_CORE_EXPORT ProcessGroup {
 
   c10::intrusive_ptr<c10d::ProcessGroup> group() const;
 
+  /// Publishes this rank's status line (a small text record) in the store.
+  void publish_status(const std::string& line);
+  /// Every rank's newest status line that has been published, by rank ("" if none yet).
+  std::vector<std::string> collect_status();
+
  private:
   /// Runs a collective; a failure (a rank died or hung) becomes one Error line.
   template <class F>
