@@ -15,6 +15,7 @@ packages=(
   slurm-wlm munge            # the tests start a real single-host SLURM cluster
   python3-torch              # the tests load a checkpoint in Python; bench/ compares with it
   iproute2                   # the tests put two ranks in separate network namespaces
+  clang libclang-rt-14-dev   # the tests fuzz the stream decoder with libFuzzer
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
 )
 

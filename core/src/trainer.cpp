@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <cmath>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include "image_grid.hpp"
 #include "metrics_csv.hpp"
 #include "progress.hpp"
+#include "run_stream.hpp"
 #include "runtime.hpp"
 
 namespace fs = std::filesystem;
@@ -175,6 +177,7 @@ struct Trainer::Impl {
   DataSpec spec;
   std::unique_ptr<StepContextImpl> ctx;
   std::unique_ptr<MetricsCsv> metrics;
+  std::unique_ptr<RunStream> stream;  // rank 0: run log + TensorBoard files
   std::unique_ptr<Progress> progress;
   std::vector<std::pair<std::string, double>> last_values;
   std::string last_checkpoint;
@@ -214,8 +217,19 @@ struct Trainer::Impl {
     if (!is_zero()) return;
     const std::vector<std::string> all = pg ? pg->collect_status() : std::vector<std::string>{own_status_};
     std::string csv = "rank,host,step,samples_per_s,rss_mib,wall_time\n";
-    for (const auto& l : all)
-      if (!l.empty()) csv += l + "\n";
+    for (const auto& l : all) {
+      if (l.empty()) continue;
+      csv += l + "\n";
+      wire::RankStatus st;
+      char host[256] = {};
+      long step = 0;
+      if (stream && std::sscanf(l.c_str(), "%u,%255[^,],%ld,%lf,%lf,%lf", &st.rank, host, &step,
+                                &st.samples_per_s, &st.rss_mib, &st.wall_time) == 6) {
+        st.host = host;
+        st.step = step;
+        stream->rank_status(st);
+      }
+    }
     write_file_atomic((fs::path(run_dir) / "ranks.csv").string(), csv);
   }
 
@@ -369,7 +383,10 @@ struct Trainer::Impl {
     const Image8 grid = make_grid(images, 8, 2, spec.low, spec.high);
     char name[64];
     std::snprintf(name, sizeof name, "_%07ld.png", long(state.global_step));
-    write_file_atomic((fs::path(run_dir) / "images" / (tag + name)).string(), encode_png(grid));
+    const std::string png = encode_png(grid);
+    write_file_atomic((fs::path(run_dir) / "images" / (tag + name)).string(), png);
+    if (stream)
+      stream->image(tag, state.global_step, unix_time(), png, grid.width, grid.height, grid.channels);
   }
 
   void log_samples() {
@@ -402,6 +419,7 @@ struct Trainer::Impl {
     save_checkpoint(path, modules, optimizers, state,
                     {plugin_name(), exp.plugin->manifest().version, cfg().to_yaml(), 0}, rng);
     last_checkpoint = path;
+    if (stream) stream->event("checkpoint", state.global_step, unix_time(), path);
     prune_checkpoints((fs::path(run_dir) / "checkpoints").string(), cfg().checkpoint.keep_last);
     return path;
   }
@@ -453,6 +471,7 @@ struct Trainer::Impl {
     std::vector<std::pair<std::string, double>> row;
     for (const auto& name : order) row.emplace_back(name, sums[name].first / sums[name].second);
     metrics->write(state.global_step, state.epoch, unix_time(), row);
+    if (stream) stream->scalars(state.global_step, unix_time(), row);
     std::string text = "validation, epoch " + std::to_string(state.epoch) + ":";
     for (const auto& [n, v] : row) text += " " + n + " " + std::to_string(v);
     progress->message(text);
@@ -492,6 +511,19 @@ struct Trainer::Impl {
     if (is_zero()) {
       metrics = std::make_unique<MetricsCsv>((fs::path(run_dir) / "metrics.csv").string());
       if (state.global_step > 0) metrics->truncate_after(state.global_step);  // resumed
+      stream = std::make_unique<RunStream>(run_dir);
+      wire::RunInfo info;
+      info.name = cfg().name;
+      info.plugin = plugin_name();
+      info.plugin_version = exp.plugin->manifest().version;
+      info.manifest = exp.plugin->manifest().summary();
+      info.config_yaml = cfg().to_yaml();
+      info.world_size = static_cast<uint32_t>(dist.world_size);
+      info.num_nodes = static_cast<uint32_t>(dist.num_nodes);
+      info.start_time = unix_time();
+      stream->run_info(std::move(info));
+      if (state.global_step > 0)  // clients drop points after this step that came before it
+        stream->event("resumed", state.global_step, unix_time(), "resumed from " + t.resume);
     }
     progress = std::make_unique<Progress>(
         is_zero() ? Progress::parse_mode(t.progress, stdout) : Progress::Mode::kNone, total,
@@ -525,6 +557,7 @@ struct Trainer::Impl {
         const Agreement agreed = agree(want_stop, bad);
         if (agreed.bad_metric) {
           const std::string mine = pg ? pending_bad_ : bad;
+          if (stream) stream->event("nan", state.global_step, unix_time(), mine);
           throw TrainingError(!mine.empty() ? mine
                                             : "step " + std::to_string(state.global_step - 1) +
                                                   ": another rank logged a NaN/Inf metric; stopping");
@@ -536,6 +569,7 @@ struct Trainer::Impl {
         if (state.global_step % t.log_every_n_steps == 0) report_status(lo.batch_size);
         if (is_zero() && state.global_step % t.log_every_n_steps == 0) {
           metrics->write(state.global_step, state.epoch, unix_time(), last_values);
+          if (stream) stream->scalars(state.global_step, unix_time(), last_values);
           last_row_step = state.global_step;
         }
         progress->update(state.global_step, state.epoch, state.batch_in_epoch, last_values);
@@ -565,13 +599,22 @@ struct Trainer::Impl {
     broadcast_buffers();  // a collective: every rank has published its final status
     result.replicas_identical = replicas_identical();
     write_status();
-    if (metrics && last_row_step != state.global_step && !last_values.empty())
+    if (metrics && last_row_step != state.global_step && !last_values.empty()) {
       metrics->write(state.global_step, state.epoch, unix_time(), last_values);
+      if (stream) stream->scalars(state.global_step, unix_time(), last_values);
+    }
     if (metrics) metrics->flush();
     if (is_zero() && last_image_step != state.global_step) log_samples();
     progress->finish();
     result.stop_signal = stop_requested();
     result.last_checkpoint = save(true);
+    if (stream) {
+      const int sig = stop_requested();
+      stream->event(sig == SIGUSR1 || sig == SIGUSR2 ? "requeued" : sig ? "stopped" : "finished",
+                    state.global_step, unix_time(),
+                    sig ? "stopped by signal " + std::to_string(sig) : "finished");
+      stream->flush();
+    }
     result.state = state;
     result.last_values = last_values;
     return result;
@@ -597,8 +640,14 @@ Trainer::~Trainer() = default;
 FitResult Trainer::fit(const ImageDataset& train, const ImageDataset* val) {
   try {
     return impl_->fit(train, val);
-  } catch (const TrainingError&) {
+  } catch (const std::exception& e) {
     if (impl_->metrics) impl_->metrics->flush();
+    if (impl_->stream) {
+      impl_->stream->event("failed", impl_->state.global_step,
+                           std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
+                           e.what());
+      impl_->stream->flush();
+    }
     throw;
   }
 }

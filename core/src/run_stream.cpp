@@ -1,0 +1,57 @@
+#include "run_stream.hpp"
+
+#include <filesystem>
+
+#include "errors.hpp"
+
+namespace gantry {
+
+RunStream::RunStream(const std::string& run_dir) {
+  const std::string path = (std::filesystem::path(run_dir) / kLogName).string();
+  // Continue the sequence of an existing log (a resumed run). A torn last
+  // record from a crash is cut off first, so appends follow intact records.
+  const wire::Replay old = wire::replay(path);
+  if (old.torn_tail) std::filesystem::resize_file(path, old.valid_bytes);
+  if (!old.frames.empty()) seq_ = wire::decode(old.frames.back()).seq;
+  try {
+    log_ = std::make_unique<wire::RecordWriter>(path);
+  } catch (const std::exception& e) {
+    throw Error(e.what());
+  }
+  tb_ = std::make_unique<TfEventsWriter>(run_dir);
+}
+
+void RunStream::send(wire::Payload payload) {
+  wire::Message m;
+  m.seq = ++seq_;
+  m.payload = std::move(payload);
+  log_->append(wire::encode(m));
+}
+
+void RunStream::run_info(wire::RunInfo info) { send(std::move(info)); }
+
+void RunStream::scalars(int64_t step, double wall_time,
+                        const std::vector<std::pair<std::string, double>>& values) {
+  wire::Scalars s;
+  for (const auto& [name, v] : values) {
+    s.points.push_back({step, wall_time, name, v});
+    tb_->scalar(name, v, step, wall_time);
+  }
+  send(std::move(s));
+}
+
+void RunStream::image(const std::string& tag, int64_t step, double wall_time, const std::string& png,
+                      int width, int height, int channels) {
+  send(wire::Image{tag, step, wall_time, static_cast<uint32_t>(width), static_cast<uint32_t>(height), png});
+  tb_->image(tag, png, width, height, channels, step, wall_time);
+}
+
+void RunStream::rank_status(wire::RankStatus status) { send(std::move(status)); }
+
+void RunStream::event(const std::string& kind, int64_t step, double wall_time, const std::string& text) {
+  send(wire::Event{kind, step, wall_time, text});
+}
+
+void RunStream::flush() { tb_->flush(); }
+
+}  // namespace gantry

@@ -1,0 +1,161 @@
+#include "message.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+namespace gantry::wire {
+
+namespace {
+
+constexpr size_t kHeader = 2 + 1 + 1 + 8 + 4;
+constexpr uint32_t kMaxString = 32u << 20;
+constexpr uint32_t kMaxPoints = 1u << 22;
+
+class Writer {
+ public:
+  void u8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void u32(uint32_t v) { raw(&v, 4); }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void i64(int64_t v) { raw(&v, 8); }
+  void f64(double v) { raw(&v, 8); }
+  void str(const std::string& s) {
+    if (s.size() > kMaxString) throw WireError("string of " + std::to_string(s.size()) + " bytes is too long");
+    u32(static_cast<uint32_t>(s.size()));
+    out_ += s;
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  void raw(const void* p, size_t n) {  // little-endian hosts only (x86-64, arm64)
+    out_.append(static_cast<const char*>(p), n);
+  }
+  std::string out_;
+};
+
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  uint8_t u8(const char* what) { return *take(1, what); }
+  uint32_t u32(const char* what) { return get<uint32_t>(what); }
+  uint64_t u64(const char* what) { return get<uint64_t>(what); }
+  int64_t i64(const char* what) { return get<int64_t>(what); }
+  double f64(const char* what) { return get<double>(what); }
+  std::string str(const char* what) {
+    const uint32_t len = u32(what);
+    if (len > kMaxString) throw WireError(std::string(what) + ": string length " + std::to_string(len) + " too large");
+    const uint8_t* s = take(len, what);
+    return std::string(reinterpret_cast<const char*>(s), len);
+  }
+  void done(const char* type) const {
+    if (pos_ != n_)
+      throw WireError(std::string(type) + ": " + std::to_string(n_ - pos_) + " bytes left over after the payload");
+  }
+
+ private:
+  template <class T>
+  T get(const char* what) {
+    T v;
+    std::memcpy(&v, take(sizeof v, what), sizeof v);
+    return v;
+  }
+  const uint8_t* take(size_t k, const char* what) {
+    if (k > n_ - pos_) throw WireError(std::string("truncated at ") + what);
+    const uint8_t* at = p_ + pos_;
+    pos_ += k;
+    return at;
+  }
+  const uint8_t* p_;
+  size_t n_, pos_ = 0;
+};
+
+void put(Writer& w, const Hello& m) { w.u32(m.protocol_version); w.str(m.token); w.u64(m.last_seq); }
+void put(Writer& w, const Welcome& m) { w.u32(m.protocol_version); w.str(m.run_name); w.u64(m.next_seq); }
+void put(Writer& w, const RunInfo& m) {
+  w.str(m.name); w.str(m.plugin); w.str(m.plugin_version); w.str(m.manifest); w.str(m.config_yaml);
+  w.u32(m.world_size); w.u32(m.num_nodes); w.f64(m.start_time);
+}
+void put(Writer& w, const Scalars& m) {
+  if (m.points.size() > kMaxPoints) throw WireError("too many scalars in one batch");
+  w.u32(static_cast<uint32_t>(m.points.size()));
+  for (const auto& s : m.points) { w.i64(s.step); w.f64(s.wall_time); w.str(s.name); w.f64(s.value); }
+}
+void put(Writer& w, const Image& m) {
+  w.str(m.tag); w.i64(m.step); w.f64(m.wall_time); w.u32(m.width); w.u32(m.height); w.str(m.png);
+}
+void put(Writer& w, const RankStatus& m) {
+  w.u32(m.rank); w.str(m.host); w.i64(m.step); w.f64(m.samples_per_s); w.f64(m.rss_mib); w.f64(m.wall_time);
+}
+void put(Writer& w, const Event& m) { w.str(m.kind); w.i64(m.step); w.f64(m.wall_time); w.str(m.text); }
+
+Payload get_payload(uint8_t type, Reader& r) {
+  switch (type) {
+    case 1: { Hello m; m.protocol_version = r.u32("Hello.protocol_version"); m.token = r.str("Hello.token");
+              m.last_seq = r.u64("Hello.last_seq"); r.done("Hello"); return m; }
+    case 2: { Welcome m; m.protocol_version = r.u32("Welcome.protocol_version"); m.run_name = r.str("Welcome.run_name");
+              m.next_seq = r.u64("Welcome.next_seq"); r.done("Welcome"); return m; }
+    case 3: { RunInfo m; m.name = r.str("RunInfo.name"); m.plugin = r.str("RunInfo.plugin");
+              m.plugin_version = r.str("RunInfo.plugin_version"); m.manifest = r.str("RunInfo.manifest");
+              m.config_yaml = r.str("RunInfo.config_yaml"); m.world_size = r.u32("RunInfo.world_size");
+              m.num_nodes = r.u32("RunInfo.num_nodes"); m.start_time = r.f64("RunInfo.start_time");
+              r.done("RunInfo"); return m; }
+    case 4: { Scalars m; const uint32_t n = r.u32("Scalars.count");
+              if (n > kMaxPoints) throw WireError("Scalars.count " + std::to_string(n) + " too large");
+              for (uint32_t i = 0; i < n; ++i) {
+                Scalar s; s.step = r.i64("Scalar.step"); s.wall_time = r.f64("Scalar.wall_time");
+                s.name = r.str("Scalar.name"); s.value = r.f64("Scalar.value"); m.points.push_back(std::move(s));
+              }
+              r.done("Scalars"); return m; }
+    case 5: { Image m; m.tag = r.str("Image.tag"); m.step = r.i64("Image.step"); m.wall_time = r.f64("Image.wall_time");
+              m.width = r.u32("Image.width"); m.height = r.u32("Image.height"); m.png = r.str("Image.png");
+              r.done("Image"); return m; }
+    case 6: { RankStatus m; m.rank = r.u32("RankStatus.rank"); m.host = r.str("RankStatus.host");
+              m.step = r.i64("RankStatus.step"); m.samples_per_s = r.f64("RankStatus.samples_per_s");
+              m.rss_mib = r.f64("RankStatus.rss_mib"); m.wall_time = r.f64("RankStatus.wall_time");
+              r.done("RankStatus"); return m; }
+    case 7: { Event m; m.kind = r.str("Event.kind"); m.step = r.i64("Event.step"); m.wall_time = r.f64("Event.wall_time");
+              m.text = r.str("Event.text"); r.done("Event"); return m; }
+    default: throw WireError("unknown message type " + std::to_string(type));
+  }
+}
+
+}  // namespace
+
+const char* type_name(const Payload& p) {
+  static const char* kNames[] = {"Hello", "Welcome", "RunInfo", "Scalars", "Image", "RankStatus", "Event"};
+  return kNames[p.index()];
+}
+
+std::string encode(const Message& m) {
+  Writer body;
+  std::visit([&](const auto& x) { put(body, x); }, m.payload);
+  const std::string payload = body.take();
+  if (payload.size() + kHeader > kMaxFrame) throw WireError("frame of " + std::to_string(payload.size()) + " bytes is too large");
+  Writer w;
+  w.u8('G');
+  w.u8('W');
+  w.u8(kProtocolVersion);
+  w.u8(static_cast<uint8_t>(m.payload.index() + 1));
+  w.u64(m.seq);
+  w.u32(static_cast<uint32_t>(payload.size()));
+  return w.take() + payload;
+}
+
+Message decode(const void* data, size_t size) {
+  if (size > kMaxFrame) throw WireError("frame of " + std::to_string(size) + " bytes is too large");
+  Reader r(static_cast<const uint8_t*>(data), size);
+  if (r.u8("magic") != 'G' || r.u8("magic") != 'W') throw WireError("not a gantry frame (bad magic)");
+  const uint8_t version = r.u8("version");
+  if (version != kProtocolVersion)
+    throw WireError("protocol version " + std::to_string(version) + ", this side speaks " + std::to_string(kProtocolVersion));
+  const uint8_t type = r.u8("type");
+  Message m;
+  m.seq = r.u64("seq");
+  const uint32_t len = r.u32("length");
+  if (len != size - kHeader)
+    throw WireError("length field says " + std::to_string(len) + " bytes, the frame has " + std::to_string(size - kHeader));
+  Reader body(static_cast<const uint8_t*>(data) + kHeader, len);
+  m.payload = get_payload(type, body);
+  return m;
+}
+
+}  // namespace gantry::wire

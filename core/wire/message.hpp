@@ -1,0 +1,103 @@
+// The monitor stream's messages and their binary codec (docs/protocol.md).
+// No LibTorch: the runner, the GUIs and third-party clients share this.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace gantry::wire {
+
+/// Protocol version in every frame header; a peer refuses another major.
+constexpr uint8_t kProtocolVersion = 1;
+/// Upper bound of one encoded frame (a PNG grid is ~50 KiB; 64 MiB is generous).
+constexpr size_t kMaxFrame = 64u << 20;
+
+/// A malformed, truncated or oversized frame: what() says which field.
+class WireError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Client -> server, first message: who it is and what it has already seen.
+struct Hello {
+  uint32_t protocol_version = kProtocolVersion;
+  std::string token;      ///< the run's token (printed by the runner)
+  uint64_t last_seq = 0;  ///< the last seq it has (0: none): the server sends from last_seq + 1
+};
+/// Server -> client, reply to a good Hello.
+struct Welcome {
+  uint32_t protocol_version = kProtocolVersion;
+  std::string run_name;
+  uint64_t next_seq = 1;  ///< the seq of the next message the server will send
+};
+/// What the run is.
+struct RunInfo {
+  std::string name;
+  std::string plugin;          ///< manifest name
+  std::string plugin_version;
+  std::string manifest;        ///< the manifest's one-line summary
+  std::string config_yaml;     ///< resolved config
+  uint32_t world_size = 1;
+  uint32_t num_nodes = 1;
+  double start_time = 0;       ///< Unix seconds
+};
+/// One scalar of one step.
+struct Scalar {
+  int64_t step = 0;
+  double wall_time = 0;  ///< Unix seconds
+  std::string name;
+  double value = 0;
+};
+/// A batch of scalars (usually one metrics row).
+struct Scalars {
+  std::vector<Scalar> points;
+};
+/// An image grid as PNG.
+struct Image {
+  std::string tag;
+  int64_t step = 0;
+  double wall_time = 0;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  std::string png;  ///< PNG bytes
+};
+/// One rank's status.
+struct RankStatus {
+  uint32_t rank = 0;
+  std::string host;
+  int64_t step = 0;
+  double samples_per_s = 0;
+  double rss_mib = 0;
+  double wall_time = 0;
+};
+/// Something that happened: kind is one of checkpoint, warning, nan,
+/// requeued, finished, failed, dropped (client queue overflow).
+struct Event {
+  std::string kind;
+  int64_t step = 0;
+  double wall_time = 0;
+  std::string text;
+};
+
+using Payload = std::variant<Hello, Welcome, RunInfo, Scalars, Image, RankStatus, Event>;
+
+/// One message: a sequence number (1, 2, ... per run; 0 for Hello/Welcome) and a payload.
+struct Message {
+  uint64_t seq = 0;
+  Payload payload;
+};
+
+/// Encodes one frame: "GW", version, type, seq, payload length, payload.
+std::string encode(const Message& m);
+/// Decodes exactly one frame from `size` bytes; throws WireError on anything
+/// malformed (never reads past `size`, never allocates more than kMaxFrame).
+Message decode(const void* data, size_t size);
+inline Message decode(const std::string& frame) { return decode(frame.data(), frame.size()); }
+
+/// The payload's type name ("Scalars", ...), for logs.
+const char* type_name(const Payload& p);
+
+}  // namespace gantry::wire

@@ -1,0 +1,166 @@
+// The stream: codec round trip for every message, malformed frames rejected,
+// the run log's torn tail, and what a real run writes (run log + TensorBoard).
+#include "png.hpp"
+#include "run_stream.hpp"
+#include "support.hpp"
+#include "tfevents.hpp"
+#include "wire/crc.hpp"
+#include "wire/message.hpp"
+#include "wire/record_log.hpp"
+
+using namespace gantry;
+using gantry::test::TempDir;
+
+namespace {
+
+std::vector<wire::Message> every_message() {
+  wire::RunInfo info{"gan", "gan", "0.1.0", "gan 0.1.0 (ABI 1.0)", "name: gan\n", 2, 1, 1.7e9};
+  wire::Scalars scalars;
+  scalars.points = {{10, 1.7e9 + 1, "g_loss", 0.75}, {10, 1.7e9 + 1, "d_loss", std::nan("")}};
+  return {{0, wire::Hello{1, "s3cret", 41}},
+          {0, wire::Welcome{1, "gan", 42}},
+          {1, info},
+          {2, scalars},
+          {3, wire::Image{"generated", 500, 1.7e9 + 2, 242, 242, std::string("\x89PNG\r\n\x1a\n...", 11)}},
+          {4, wire::RankStatus{1, "node2", 500, 1234.5, 812.25, 1.7e9 + 3}},
+          {5, wire::Event{"checkpoint", 500, 1.7e9 + 4, "runs/x/checkpoints/step_0000500.ckpt"}}};
+}
+
+std::string wire_error(const std::string& frame) {
+  try {
+    wire::decode(frame);
+  } catch (const wire::WireError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<wire::Message> replay_messages(const std::string& path) {
+  std::vector<wire::Message> out;
+  for (const auto& f : wire::replay(path).frames) out.push_back(wire::decode(f));
+  return out;
+}
+
+}  // namespace
+
+TEST(Wire, EveryMessageRoundTripsExactly) {
+  for (const auto& m : every_message()) {
+    const std::string frame = wire::encode(m);
+    const wire::Message back = wire::decode(frame);
+    EXPECT_EQ(back.seq, m.seq);
+    EXPECT_EQ(back.payload.index(), m.payload.index()) << wire::type_name(m.payload);
+    EXPECT_EQ(wire::encode(back), frame) << wire::type_name(m.payload);
+  }
+  const auto s = std::get<wire::Scalars>(wire::decode(wire::encode(every_message()[3])).payload);
+  ASSERT_EQ(s.points.size(), 2u);
+  EXPECT_EQ(s.points[0].name, "g_loss");
+  EXPECT_EQ(s.points[0].value, 0.75);
+  EXPECT_TRUE(std::isnan(s.points[1].value));
+}
+
+TEST(Wire, MalformedFramesAreRejectedWithAReason) {
+  const std::string good = wire::encode(every_message()[2]);
+  for (size_t n = 0; n < good.size(); ++n)  // every truncation
+    EXPECT_FALSE(wire_error(good.substr(0, n)).empty()) << n;
+  EXPECT_NE(wire_error("XW" + good.substr(2)).find("bad magic"), std::string::npos);
+  std::string v = good;
+  v[2] = 9;
+  EXPECT_NE(wire_error(v).find("protocol version 9"), std::string::npos);
+  std::string t = good;
+  t[3] = 42;
+  EXPECT_NE(wire_error(t).find("unknown message type 42"), std::string::npos);
+  EXPECT_NE(wire_error(good + "x").find("length field"), std::string::npos);
+  // A string length far beyond the frame.
+  std::string huge = wire::encode({1, wire::Event{"k", 1, 1, "t"}});
+  huge[16] = '\xff', huge[17] = '\xff', huge[18] = '\xff', huge[19] = '\x7f';
+  EXPECT_FALSE(wire_error(huge).empty());
+}
+
+TEST(Wire, CrcsMatchKnownValues) {
+  EXPECT_EQ(wire::crc32("123456789", 9), 0xCBF43926u);   // CRC-32 check value
+  EXPECT_EQ(wire::crc32c("123456789", 9), 0xE3069283u);  // CRC-32C check value
+}
+
+TEST(Wire, RunLogReplayStopsAtATornTail) {
+  TempDir dir;
+  const std::string path = dir / RunStream::kLogName;
+  {
+    wire::RecordWriter w(path);
+    for (const auto& m : every_message()) w.append(wire::encode(m));
+  }
+  auto r = wire::replay(path);
+  EXPECT_EQ(r.frames.size(), every_message().size());
+  EXPECT_FALSE(r.torn_tail);
+  const std::string whole = gantry::test::read_text(path);
+  gantry::test::write_text(path, whole.substr(0, whole.size() - 5));  // a crash mid-record
+  r = wire::replay(path);
+  EXPECT_EQ(r.frames.size(), every_message().size() - 1);
+  EXPECT_TRUE(r.torn_tail);
+  // Reopening the stream cuts the torn record and continues the sequence.
+  {
+    RunStream s(dir.path().string());
+    EXPECT_EQ(s.last_seq(), 4u);
+    s.event("resumed", 4, 0, "after a crash");
+  }
+  r = wire::replay(path);
+  EXPECT_FALSE(r.torn_tail);
+  ASSERT_EQ(r.frames.size(), every_message().size());
+  EXPECT_EQ(wire::decode(r.frames.back()).seq, 5u);
+}
+
+TEST(Wire, RealRunWritesAReplayableStreamAndTensorBoardFiles) {
+  TempDir dir;
+  const std::string args = "train '" + gantry::test::source_path("configs/gan_fashion_mnist.yaml") +
+                           "' trainer.max_steps=100 trainer.log_every_n_steps=10 "
+                           "trainer.image_every_n_steps=50 checkpoint.every_n_steps=50";
+  ASSERT_EQ(gantry::test::run_gantry(args, dir.path()).exit_code, 0);
+  const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
+  auto msgs = replay_messages((run / RunStream::kLogName).string());
+  ASSERT_GE(msgs.size(), 10u);
+  ASSERT_TRUE(std::holds_alternative<wire::RunInfo>(msgs[0].payload));
+  EXPECT_EQ(std::get<wire::RunInfo>(msgs[0].payload).plugin, "gan");
+  for (size_t i = 0; i < msgs.size(); ++i) EXPECT_EQ(msgs[i].seq, i + 1);  // no gap, no duplicate
+  int scalar_rows = 0, images = 0, checkpoints = 0;
+  for (const auto& m : msgs) {
+    if (auto* s = std::get_if<wire::Scalars>(&m.payload)) {
+      ++scalar_rows;
+      ASSERT_EQ(s->points.size(), 2u);
+      EXPECT_EQ(s->points[0].name, "g_loss");
+    } else if (auto* im = std::get_if<wire::Image>(&m.payload)) {
+      ++images;
+      const auto png = decode_png(im->png);
+      EXPECT_EQ(png.width, int(im->width));
+    } else if (auto* e = std::get_if<wire::Event>(&m.payload)) {
+      checkpoints += e->kind == "checkpoint";
+    }
+  }
+  EXPECT_EQ(scalar_rows, 10);
+  EXPECT_EQ(images, 3);  // steps 0, 50, 100
+  EXPECT_EQ(checkpoints, 2);
+  EXPECT_EQ(std::get<wire::Event>(msgs.back().payload).kind, "finished");
+
+  // TensorBoard: valid TFRecord framing and CRCs; version record, 20 scalars, 3 images.
+  std::string tb;
+  for (const auto& e : std::filesystem::directory_iterator(run))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) tb = e.path();
+  ASSERT_FALSE(tb.empty());
+  const auto records = read_tfrecords(tb);
+  ASSERT_EQ(records.size(), 1u + 20u + 3u);
+  EXPECT_NE(records[0].find("brain.Event:2"), std::string::npos);
+  int with_png = 0, with_g_loss = 0;
+  for (const auto& r : records) {
+    with_png += r.find("\x89PNG") != std::string::npos;
+    with_g_loss += r.find("g_loss") != std::string::npos;
+  }
+  EXPECT_EQ(with_png, 3);
+  EXPECT_EQ(with_g_loss, 10);
+
+  // Resuming continues the same log: sequence unbroken, a "resumed" event.
+  ASSERT_EQ(gantry::test::run_gantry(args + " trainer.max_steps=120 trainer.resume=auto", dir.path()).exit_code, 0);
+  msgs = replay_messages((run / RunStream::kLogName).string());
+  for (size_t i = 0; i < msgs.size(); ++i) EXPECT_EQ(msgs[i].seq, i + 1);
+  bool resumed = false;
+  for (const auto& m : msgs)
+    if (auto* e = std::get_if<wire::Event>(&m.payload)) resumed |= e->kind == "resumed" && e->step == 100;
+  EXPECT_TRUE(resumed);
+}
