@@ -254,6 +254,12 @@ int main(int argc, char** argv) {
   try {
     if (*train) return cmd_train(config, overrides);
     if (*launch_cmd) {
+      // Check the config once here rather than N times in the ranks.
+      const ExperimentConfig cfg = ExperimentConfig::load(config, overrides);
+      if (cfg.trainer.num_nodes != 1)
+        throw ConfigError(cfg.where("trainer.num_nodes") + ": gantry launch runs ranks on this node only, "
+                          "but trainer.num_nodes is " + std::to_string(cfg.trainer.num_nodes) +
+                          " (use gantry submit for several nodes)");
       LaunchOptions lo;
       lo.gantry_exe = boost::dll::program_location().string();
       return launch(nproc, config, overrides, lo);

@@ -123,6 +123,17 @@ TEST(Distributed, LaunchTwoRanksTrainsTheGanAndOnlyRankZeroWrites) {
   }
 }
 
+TEST(Distributed, LaunchRejectsAMultiNodeConfigOnce) {
+  TempDir dir;
+  const auto r = run_gantry("launch -n 2 '" + kDemo + "' trainer.num_nodes=2", dir.path());
+  EXPECT_EQ(r.exit_code, 1);
+  const auto lines = gantry::test::lines_of(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err << r.out;
+  EXPECT_NE(lines[0].find("gantry launch runs ranks on this node only, but trainer.num_nodes is 2"),
+            std::string::npos)
+      << lines[0];
+}
+
 TEST(Distributed, TwoRanksOfHalfBatchEqualOneRankOfFullBatch) {
   // A BatchNorm-free model (the SDK's linear classifier) and SGD: 2 ranks x 32
   // see the same samples per step as 1 rank x 64 (DistributedSampler shards of
