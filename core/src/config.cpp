@@ -85,6 +85,10 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.broadcast_buffers", &E::trainer, &TrainerOptions::broadcast_buffers));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
+    f.push_back(option_field("monitor.enabled", &E::monitor, &MonitorOptions::enabled));
+    f.push_back(option_field("monitor.host", &E::monitor, &MonitorOptions::host));
+    f.push_back(option_field("monitor.port", &E::monitor, &MonitorOptions::port));
+    f.push_back(option_field("monitor.token", &E::monitor, &MonitorOptions::token));
     f.push_back(option_field("slurm.partition", &E::slurm, &SlurmOptions::partition));
     f.push_back(option_field("slurm.time", &E::slurm, &SlurmOptions::time));
     f.push_back(option_field("slurm.mem", &E::slurm, &SlurmOptions::mem));
@@ -243,6 +247,7 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
         "trainer.broadcast_buffers", "one of on_read, every_step");
   check(t.grad_compression == "none" || t.grad_compression == "fp16", "trainer.grad_compression",
         "one of none, fp16");
+  check(cfg.monitor.port >= 0 && cfg.monitor.port <= 65535, "monitor.port", "a TCP port, or 0 for a free one");
   check(cfg.slurm.cpus_per_task >= 0, "slurm.cpus_per_task", ">= 0");
   check(!cfg.slurm.time.empty(), "slurm.time", "a time limit such as 01:00:00");
   check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");

@@ -67,6 +67,14 @@ struct SlurmOptions {
   std::string template_path = "slurm/train.sbatch";  ///< the sbatch template (`slurm.template`)
 };
 
+/// The `monitor:` section: the live stream served by rank 0 (docs/protocol.md).
+struct MonitorOptions {
+  bool enabled = true;
+  std::string host = "127.0.0.1";  ///< listen address; reach a cluster node with ssh -L
+  int64_t port = 0;                ///< 0: a free port
+  std::string token;               ///< empty: a random one per run
+};
+
 /// The `system:` section: the plugin and its own keys.
 struct SystemOptions {
   std::string plugin = "gan";  ///< plugin name (searched) or path to a .so
@@ -80,6 +88,7 @@ struct GANTRY_CORE_EXPORT ExperimentConfig {
   TrainerOptions trainer;
   CheckpointOptions checkpoint;
   SlurmOptions slurm;
+  MonitorOptions monitor;
 
   std::string source;              ///< the file it came from ("" when built in code)
   YAML::Node system_params;        ///< system section minus `plugin`

@@ -8,6 +8,7 @@ namespace gantry {
 
 RunStream::RunStream(const std::string& run_dir) {
   const std::string path = (std::filesystem::path(run_dir) / kLogName).string();
+  log_path_ = path;
   // Continue the sequence of an existing log (a resumed run). A torn last
   // record from a crash is cut off first, so appends follow intact records.
   const wire::Replay old = wire::replay(path);
@@ -21,11 +22,24 @@ RunStream::RunStream(const std::string& run_dir) {
   tb_ = std::make_unique<TfEventsWriter>(run_dir);
 }
 
+RunStream::~RunStream() = default;
+
+std::string RunStream::serve(const std::string& host, int port, const std::string& token,
+                             const std::string& run_name) {
+  const std::string t = token.empty() ? random_token() : token;
+  server_ = std::make_unique<StreamServer>(host, port, t, log_path_, run_name);
+  return "gantry-monitor " + host + ":" + std::to_string(server_->port()) + " --token " + t;
+}
+
 void RunStream::send(wire::Payload payload) {
   wire::Message m;
   m.seq = ++seq_;
+  const bool image = std::holds_alternative<wire::Image>(payload);
+  const std::string tag = image ? std::get<wire::Image>(payload).tag : std::string();
   m.payload = std::move(payload);
-  log_->append(wire::encode(m));
+  std::string frame = wire::encode(m);
+  log_->append(frame);  // the log first: a client's backfill reads it
+  if (server_) server_->publish(std::move(frame), m.seq, image, tag);
 }
 
 void RunStream::run_info(wire::RunInfo info) { send(std::move(info)); }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gantry/core_export.hpp"
+#include "stream_server.hpp"
 #include "tfevents.hpp"
 #include "wire/message.hpp"
 #include "wire/record_log.hpp"
@@ -21,6 +22,11 @@ class GANTRY_CORE_EXPORT RunStream {
  public:
   /// Opens (or, on resume, continues) the run log and a new TensorBoard file in `run_dir`.
   explicit RunStream(const std::string& run_dir);
+  ~RunStream();
+
+  /// Starts the live WebSocket server for this stream; returns the line a
+  /// user pastes into the monitor ("gantry-monitor HOST:PORT --token T").
+  std::string serve(const std::string& host, int port, const std::string& token, const std::string& run_name);
 
   void run_info(wire::RunInfo info);
   void scalars(int64_t step, double wall_time, const std::vector<std::pair<std::string, double>>& values);
@@ -39,6 +45,8 @@ class GANTRY_CORE_EXPORT RunStream {
 
   std::unique_ptr<wire::RecordWriter> log_;
   std::unique_ptr<TfEventsWriter> tb_;
+  std::unique_ptr<StreamServer> server_;
+  std::string log_path_;
   uint64_t seq_ = 0;
 };
 

@@ -512,6 +512,13 @@ struct Trainer::Impl {
       metrics = std::make_unique<MetricsCsv>((fs::path(run_dir) / "metrics.csv").string());
       if (state.global_step > 0) metrics->truncate_after(state.global_step);  // resumed
       stream = std::make_unique<RunStream>(run_dir);
+      if (cfg().monitor.enabled) {
+        const std::string line = stream->serve(cfg().monitor.host, static_cast<int>(cfg().monitor.port),
+                                               cfg().monitor.token, cfg().name);
+        write_file_atomic((fs::path(run_dir) / "monitor.txt").string(), line + "\n");
+        std::printf("monitor: %s\n", line.c_str());
+        std::fflush(stdout);
+      }
       wire::RunInfo info;
       info.name = cfg().name;
       info.plugin = plugin_name();

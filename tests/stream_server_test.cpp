@@ -1,0 +1,115 @@
+// The live stream with a real training run and a test client (not the GUI):
+// a late client gets RunInfo first and the full history, then live data, with
+// increasing seq and no gap; a client resuming from a seq gets what follows it;
+// a wrong token is rejected.
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <regex>
+#include <thread>
+
+#include "support.hpp"
+#include "wire/message.hpp"
+
+using namespace gantry;
+using gantry::test::TempDir;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+
+namespace {
+
+// A minimal synchronous client of the protocol.
+class Client {
+ public:
+  explicit Client(int port) {
+    ws_.next_layer().connect({asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+    timeval tv{20, 0};  // a read that waits longer fails the test instead of hanging it
+    ::setsockopt(ws_.next_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ws_.handshake("127.0.0.1", "/");
+    ws_.binary(true);
+  }
+  void hello(const std::string& token, uint64_t last_seq) {
+    const std::string f = wire::encode({0, wire::Hello{wire::kProtocolVersion, token, last_seq}});
+    ws_.write(asio::buffer(f));
+  }
+  wire::Message next() {
+    beast::flat_buffer b;
+    ws_.read(b);
+    return wire::decode(beast::buffers_to_string(b.data()));
+  }
+  websocket::stream<asio::ip::tcp::socket>& ws() { return ws_; }
+
+ private:
+  asio::io_context ioc_;
+  websocket::stream<asio::ip::tcp::socket> ws_{ioc_};
+};
+
+}  // namespace
+
+TEST(StreamServer, LateClientGetsFullHistoryThenLiveWithoutGapAndWrongTokenIsRejected) {
+  TempDir dir;
+  const pid_t pid = gantry::test::spawn_gantry(
+      "train '" + gantry::test::source_path("configs/gan_fashion_mnist.yaml") +
+          "' trainer.max_steps=400 trainer.log_every_n_steps=10 trainer.image_every_n_steps=100 "
+          "trainer.threads=1 monitor.token=t0ken",
+      dir.path(), dir / "log");
+  const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
+  // Connect late: after the run has logged 5 rows.
+  int port = 0;
+  for (int i = 0; i < 600 && port == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto csv = gantry::test::read_text((run / "metrics.csv").string());
+    if (gantry::test::lines_of(csv).size() < 6) continue;
+    std::smatch m;
+    const std::string line = gantry::test::read_text((run / "monitor.txt").string());
+    if (std::regex_search(line, m, std::regex(":([0-9]+) --token t0ken"))) port = std::stoi(m[1]);
+  }
+  ASSERT_GT(port, 0) << gantry::test::read_text(dir / "log");
+
+  {  // wrong token: closed with a reason
+    Client bad(port);
+    bad.hello("wrong", 0);
+    beast::flat_buffer b;
+    beast::error_code ec;
+    bad.ws().read(b, ec);
+    EXPECT_EQ(ec, websocket::error::closed);
+    EXPECT_NE(std::string(bad.ws().reason().reason.c_str()).find("wrong token"), std::string::npos);
+  }
+
+  Client late(port);
+  late.hello("t0ken", 0);
+  const auto welcome = late.next();
+  ASSERT_TRUE(std::holds_alternative<wire::Welcome>(welcome.payload));
+  EXPECT_EQ(std::get<wire::Welcome>(welcome.payload).next_seq, 1u);
+  // A second client resumes after seq 3 while the first reads.
+  Client resumer(port);
+  resumer.hello("t0ken", 3);
+  resumer.next();  // Welcome
+  EXPECT_EQ(resumer.next().seq, 4u);
+
+  uint64_t expect = 1;
+  int rows = 0, images = 0;
+  std::string last_kind;
+  while (last_kind != "finished") {
+    const auto m = late.next();
+    if (m.seq == 0) continue;  // per-connection notices
+    ASSERT_EQ(m.seq, expect) << "gap or duplicate";  // NOLINT
+    ++expect;
+    if (m.seq == 1) {
+      EXPECT_TRUE(std::holds_alternative<wire::RunInfo>(m.payload));
+    }
+    rows += std::holds_alternative<wire::Scalars>(m.payload);
+    images += std::holds_alternative<wire::Image>(m.payload);
+    if (auto* e = std::get_if<wire::Event>(&m.payload)) last_kind = e->kind;
+  }
+  EXPECT_EQ(rows, 40);
+  EXPECT_EQ(images, 5);  // steps 0, 100, 200, 300, 400
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << gantry::test::read_text(dir / "log");
+}
