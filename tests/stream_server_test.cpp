@@ -12,6 +12,7 @@
 #include <regex>
 #include <thread>
 
+#include "stream_server.hpp"
 #include "support.hpp"
 #include "wire/message.hpp"
 
@@ -112,4 +113,33 @@ TEST(StreamServer, LateClientGetsFullHistoryThenLiveWithoutGapAndWrongTokenIsRej
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << gantry::test::read_text(dir / "log");
+}
+
+TEST(StreamServer, MalformedOversizedOrUnexpectedClientMessagesCloseThatClientOnly) {
+  TempDir dir;
+  StreamServer server("127.0.0.1", 0, "tok", dir / "none.gantrylog", "t");
+  auto closed_after = [&](const std::string& first, const std::string& second) {
+    Client c(server.port());
+    beast::error_code ec;
+    c.ws().write(asio::buffer(first), ec);  // the server may close while a big frame is still going
+    if (!ec && !second.empty()) {
+      c.next();  // Welcome
+      c.ws().write(asio::buffer(second), ec);
+    }
+    beast::flat_buffer b;
+    if (!ec) c.ws().read(b, ec);
+    return bool(ec);  // closed, reset or broken: anything but a message
+  };
+  const std::string hello = wire::encode({0, wire::Hello{wire::kProtocolVersion, "tok", 0}});
+  EXPECT_TRUE(closed_after("garbage", ""));                                          // malformed
+  EXPECT_TRUE(closed_after(std::string(2 << 20, 'x'), ""));                          // oversized
+  EXPECT_TRUE(closed_after(hello, wire::encode({0, wire::Event{"x", 0, 0, ""}})));  // unexpected
+  // The server still serves a well-behaved client, and publishes to it.
+  Client good(server.port());
+  good.hello("tok", 0);
+  EXPECT_TRUE(std::holds_alternative<wire::Welcome>(good.next().payload));
+  for (int i = 0; i < 50 && server.clients() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  server.publish(wire::encode({1, wire::Event{"finished", 1, 0, ""}}), 1, false, "");
+  const auto m = good.next();
+  EXPECT_EQ(m.seq, 1u);
 }

@@ -179,7 +179,7 @@ struct Session : std::enable_shared_from_this<Session> {
 
   void drop(const std::string& why) {
     if (closed && !live) return finish();
-    if (live) log_line("client " + peer + " " + why);
+    log_line("client " + peer + " " + why);
     closed = true;
     beast::error_code ec;
     ws.next_layer().close(ec);
@@ -236,7 +236,7 @@ StreamServer::~StreamServer() {
   asio::post(impl_->ioc, [impl = impl_] {
     beast::error_code ec;
     impl->acceptor.close(ec);
-    for (auto& s : std::set<std::shared_ptr<Session>>(impl->sessions)) s->drop("server stopping");
+    for (auto& s : std::set<std::shared_ptr<Session>>(impl->sessions)) s->drop("disconnected: the run ended");
     impl->ioc.stop();
   });
   if (impl_->thread.joinable()) impl_->thread.join();

@@ -75,7 +75,7 @@ void TfEventsWriter::record(const std::string& data) {
   std::fwrite(&len_crc, 4, 1, file_);
   std::fwrite(data.data(), 1, data.size(), file_);
   std::fwrite(&data_crc, 4, 1, file_);
-  if (std::chrono::steady_clock::now() - last_flush_ > std::chrono::seconds(2)) flush();
+  flush();  // one write per record: TensorBoard follows a live run within its reload interval
 }
 
 void TfEventsWriter::flush() {

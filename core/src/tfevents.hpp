@@ -24,7 +24,7 @@ class GANTRY_CORE_EXPORT TfEventsWriter {
   void scalar(const std::string& tag, double value, int64_t step, double wall_time);
   void image(const std::string& tag, const std::string& png, int width, int height, int channels,
              int64_t step, double wall_time);
-  /// Hands buffered records to the OS (also done every 2 s by the writers).
+  /// Hands buffered records to the OS (every record is flushed as written).
   void flush();
   const std::string& path() const { return path_; }
 
