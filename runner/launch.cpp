@@ -139,6 +139,8 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
   std::fflush(stdout);
 
   int first_failed = -1;
+  std::vector<int> failed_now;  // ranks that failed, not yet blamed
+  std::chrono::steady_clock::time_point blame_at{};
   int forwarded = 0;
   std::chrono::steady_clock::time_point kill_deadline{};
   auto signal_all = [&](int sig) {
@@ -149,6 +151,17 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
     for (auto& c : children)
       if (c.running || c.fd >= 0) return true;
     return false;
+  };
+  auto blame = [&] {
+    first_failed = failed_now.front();
+    for (int r : failed_now)
+      if (children[r].code > 128 && children[first_failed].code <= 128) first_failed = r;
+    const Child& c = children[first_failed];
+    std::printf("gantry launch: rank %d %s; stopping the other ranks\n", c.rank,
+                describe_status(c.code).c_str());
+    std::fflush(stdout);
+    signal_all(SIGTERM);
+    kill_deadline = std::chrono::steady_clock::now() + opt.grace;
   };
   while (running()) {
     std::vector<pollfd> pfds;
@@ -179,18 +192,20 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
         if (!c.partial.empty()) emit(c, c.partial);
         ::close(c.fd);
         c.fd = -1;
-        if (c.code != 0 && first_failed < 0 && forwarded == 0) {
-          first_failed = c.rank;
-          std::printf("gantry launch: rank %d %s; stopping the other ranks\n", c.rank,
-                      describe_status(c.code).c_str());
-          std::fflush(stdout);
-          signal_all(SIGTERM);
-          kill_deadline = std::chrono::steady_clock::now() + opt.grace;
-        }
+        if (c.code != 0 && forwarded == 0 && first_failed < 0) failed_now.push_back(c.rank);
       }
+    }
+    // A rank whose peer died fails a moment later: collect the failures of a
+    // short window, then blame a rank killed by a signal before one that
+    // exited with an error (most likely the consequence).
+    if (!failed_now.empty() && first_failed < 0) {
+      if (blame_at == std::chrono::steady_clock::time_point{})
+        blame_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+      if (std::chrono::steady_clock::now() >= blame_at) blame();
     }
     if (first_failed >= 0 && std::chrono::steady_clock::now() > kill_deadline) signal_all(SIGKILL);
   }
+  if (first_failed < 0 && !failed_now.empty()) blame();  // all ended within the window
   if (first_failed >= 0) return children[first_failed].code;
   for (const auto& c : children)
     if (c.code != 0) return c.code;
