@@ -16,6 +16,8 @@ job=$(sed -n 's/^submitted job \([0-9]*\).*/\1/p' <<<"$out")
 log=$work/runs/gan_fashion_mnist/slurm-$job.out
 state() { scontrol show job "$job" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
 
+# SLURM restarts a requeued job after cred_expire + 1 s (11 s here); forcing
+# StartTime=now sooner gets "Job credential revoked" and a FAILED job.
 # Wait until training runs (a first metrics row), then preempt.
 for i in $(seq 600); do
   [[ -s runs/gan_fashion_mnist/latest/metrics.csv ]] && [[ $(wc -l < runs/gan_fashion_mnist/latest/metrics.csv) -ge 3 ]] && break
@@ -25,7 +27,6 @@ scancel --signal=USR1 "$job"
 echo "sent USR1 to job $job"
 for i in $(seq 1200); do
   st=$(state JobState) restarts=$(state Restarts)
-  if [[ $st == PENDING && $restarts -ge 1 ]]; then scontrol update jobid="$job" StartTime=now 2>/dev/null || true; fi
   [[ $st == COMPLETED || $st == FAILED || $st == CANCELLED ]] && break
   sleep 0.2
 done
