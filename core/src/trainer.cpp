@@ -338,9 +338,15 @@ struct Trainer::Impl {
     if (pending_bad_.empty()) pending_bad_ = bad;
     return a;
   }
+  // Waits for the last step's agreement; a NaN/Inf seen there still fails the run.
   void finish_agreement() {
-    if (pending_wait_) pending_wait_();
+    if (!pending_wait_) return;
+    pending_wait_();
     pending_wait_ = nullptr;
+    if (pending_flags_[1].item<int>() != 0)
+      throw TrainingError(!pending_bad_.empty() ? pending_bad_
+                                                : "step " + std::to_string(state.global_step) +
+                                                      ": another rank logged a NaN/Inf metric; stopping");
   }
 
   // Parameters bit-identical on every rank? (max and min of each tensor's sum agree)
