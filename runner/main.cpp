@@ -82,13 +82,10 @@ std::string run_dir_for(const ExperimentConfig& cfg, const std::string& resume) 
   if (!resume.empty()) {
     const fs::path run = fs::absolute(resume).parent_path().parent_path();
     std::error_code ec;
-    if (fs::equivalent(run.parent_path(), fs::path(cfg.trainer.out_dir) / cfg.name, ec)) {
-      const fs::path link = fs::path(cfg.trainer.out_dir) / cfg.name / "latest";
-      const fs::path tmp = link.string() + ".tmp";
-      fs::remove(tmp, ec);
-      fs::create_directory_symlink(run.filename(), tmp, ec);
-      if (!ec) fs::rename(tmp, link, ec);
-      return (fs::path(cfg.trainer.out_dir) / cfg.name / run.filename()).string();
+    const fs::path experiment = fs::path(cfg.trainer.out_dir) / cfg.name;
+    if (fs::equivalent(run.parent_path(), experiment, ec)) {
+      point_latest(experiment.string(), run.filename().string());
+      return (experiment / run.filename()).string();
     }
   }
   return make_run_dir(cfg.trainer.out_dir, cfg.name);

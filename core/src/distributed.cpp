@@ -20,11 +20,6 @@ namespace gantry {
 
 namespace {
 
-std::string what_of(const std::exception& e) {
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
-  return e.what();
-}
-
 std::string seconds(std::chrono::milliseconds ms) {
   return std::to_string(ms.count() / 1000.0).substr(0, std::to_string(ms.count() / 1000).size() + 2) + " s";
 }
@@ -77,7 +72,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
                 (env.rank == 0 ? "cannot listen on " + where
                                : "cannot reach the master (rank 0) at " + where + " within " +
                                      seconds(timeout)) +
-                ": " + what_of(e));
+                ": " + error_text(e));
   }
   // Everyone checks in; everyone waits for everyone, then names the missing.
   store_->set("gantry/arrived/" + std::to_string(env.rank), std::vector<uint8_t>{1});
@@ -112,7 +107,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
     pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
         c10::make_intrusive<c10d::PrefixStore>("gloo", store_), env.rank, env.world_size, gloo);
   } catch (const std::exception& e) {
-    throw Error(me + ": cannot connect the Gloo process group: " + what_of(e));
+    throw Error(me + ": cannot connect the Gloo process group: " + error_text(e));
   }
 }
 
@@ -142,7 +137,7 @@ void ProcessGroup::collective(const char* what, F&& f) {
   } catch (const std::exception& e) {
     throw Error("rank " + std::to_string(env_.rank) + ": " + what +
                 " failed: another rank died or stopped responding (see its output; timeout " +
-                seconds(timeout_) + "): " + what_of(e));
+                seconds(timeout_) + "): " + error_text(e));
   }
 }
 

@@ -40,6 +40,9 @@ class GANTRY_CORE_EXPORT CheckpointError : public Error {
   using Error::Error;
 };
 
+/// The message of any exception, without LibTorch's C++ backtrace.
+GANTRY_CORE_EXPORT std::string error_text(const std::exception& e);
+
 /// Training stopped on a NaN/Inf metric or a failed step.
 class GANTRY_CORE_EXPORT TrainingError : public Error {
  public:

@@ -89,13 +89,17 @@ std::string make_run_dir(const std::string& out_dir, const std::string& name) {
     if (ec) throw Error("cannot create " + run.string() + ": " + ec.message());
   }
   for (const char* sub : {"images", "checkpoints"}) fs::create_directory(run / sub);
-  // latest -> <stamp>: a relative symlink, swapped in atomically by rename.
-  const fs::path link = experiment / "latest";
-  const fs::path tmp = experiment / (".latest." + std::to_string(::getpid()));
-  fs::remove(tmp, ec);
-  fs::create_directory_symlink(run.filename(), tmp, ec);
-  if (!ec) fs::rename(tmp, link, ec);
+  point_latest(experiment.string(), run.filename().string());
   return run.string();
+}
+
+void point_latest(const std::string& experiment_dir, const std::string& run_name) {
+  const fs::path experiment(experiment_dir);
+  const fs::path tmp = experiment / (".latest." + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(run_name, tmp, ec);
+  if (!ec) fs::rename(tmp, experiment / "latest", ec);
 }
 
 }  // namespace gantry

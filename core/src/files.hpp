@@ -15,6 +15,10 @@ GANTRY_CORE_EXPORT void write_file_atomic(const std::string& path, const std::st
 /// Reads a whole file; throws gantry::Error naming the path.
 GANTRY_CORE_EXPORT std::string read_file(const std::string& path);
 
+/// Points `<experiment_dir>/latest` at its sub-folder `run_name` (a relative
+/// symlink, swapped in atomically by rename). Best effort: a failure is ignored.
+GANTRY_CORE_EXPORT void point_latest(const std::string& experiment_dir, const std::string& run_name);
+
 /// Creates `<out_dir>/<name>/<YYYYmmdd-HHMMSS>[-N]/` (never reusing one) and
 /// points `<out_dir>/<name>/latest` at it. Returns its path.
 GANTRY_CORE_EXPORT std::string make_run_dir(const std::string& out_dir, const std::string& name);

@@ -49,11 +49,6 @@ Experiment Experiment::build(const ExperimentConfig& config) {
 
 namespace {
 
-std::string what_of(const std::exception& e) {
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
-  return e.what();
-}
-
 struct OptimizerSlot {
   std::string name;
   std::shared_ptr<torch::optim::Optimizer> optimizer;
@@ -108,7 +103,7 @@ class StepContextImpl final : public StepContext {
         throw Error("rank " + std::to_string(rank_) + ": ctx.optimize(\"" + name + "\") at step " +
                     std::to_string(step_) +
                     ": backward or its gradient all-reduce failed (if another rank died or hung, "
-                    "its output says why): " + what_of(e));
+                    "its output says why): " + error_text(e));
       }
     } else {
       loss.backward({}, c10::nullopt, false, slot->params);
@@ -369,7 +364,7 @@ struct Trainer::Impl {
       throw;
     } catch (const std::exception& e) {
       throw PluginError("plugin " + plugin_name() + ": " + hook + " failed at step " +
-                        std::to_string(state.global_step) + ": " + what_of(e));
+                        std::to_string(state.global_step) + ": " + error_text(e));
     }
   }
 
