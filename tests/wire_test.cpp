@@ -14,7 +14,7 @@ using gantry::test::TempDir;
 namespace {
 
 std::vector<wire::Message> every_message() {
-  wire::RunInfo info{"gan", "gan", "0.1.0", "gan 0.1.0 (ABI 1.0)", "name: gan\n", 2, 1, 1.7e9};
+  wire::RunInfo info{"gan", "gan", "0.1.0", "gan 0.1.0 (ABI 1.0)", "name: gan\n", 2, 1, 1.7e9, 2814};
   wire::Scalars scalars;
   scalars.points = {{10, 1.7e9 + 1, "g_loss", 0.75}, {10, 1.7e9 + 1, "d_loss", std::nan("")}};
   return {{0, wire::Hello{1, "s3cret", 41}},
@@ -56,6 +56,18 @@ TEST(Wire, EveryMessageRoundTripsExactly) {
   EXPECT_EQ(s.points[0].name, "g_loss");
   EXPECT_EQ(s.points[0].value, 0.75);
   EXPECT_TRUE(std::isnan(s.points[1].value));
+}
+
+TEST(Wire, AnAppendedFieldIsOptional) {
+  // A RunInfo from before total_steps existed: the payload ends 8 bytes earlier.
+  std::string frame = wire::encode(every_message()[2]);
+  EXPECT_EQ(std::get<wire::RunInfo>(wire::decode(frame).payload).total_steps, 2814);
+  frame.resize(frame.size() - 8);
+  const uint32_t n = static_cast<uint32_t>(frame.size() - 16);
+  std::memcpy(&frame[12], &n, 4);
+  const auto old = std::get<wire::RunInfo>(wire::decode(frame).payload);
+  EXPECT_EQ(old.total_steps, -1);
+  EXPECT_EQ(old.start_time, 1.7e9);
 }
 
 TEST(Wire, MalformedFramesAreRejectedWithAReason) {
@@ -106,6 +118,37 @@ TEST(Wire, RunLogReplayStopsAtATornTail) {
   EXPECT_FALSE(r.torn_tail);
   ASSERT_EQ(r.frames.size(), every_message().size());
   EXPECT_EQ(wire::decode(r.frames.back()).seq, 5u);
+}
+
+TEST(Wire, FollowerReadsRecordsAsTheyAreWrittenAndRestartsWhenCut) {
+  TempDir dir;
+  const std::string path = dir / RunStream::kLogName;
+  wire::RecordFollower follow(path);
+  EXPECT_TRUE(follow.poll().empty());  // no file yet
+  std::string bytes;
+  {
+    TempDir tmp;
+    wire::RecordWriter w(tmp / "log");
+    for (const auto& m : every_message()) w.append(wire::encode(m));
+    bytes = gantry::test::read_text(tmp / "log");
+  }
+  // The writer is mid-record: the follower returns only whole records.
+  const size_t cut = bytes.size() - 7;
+  gantry::test::write_text(path, bytes.substr(0, cut));
+  auto got = follow.poll();
+  ASSERT_EQ(got.size(), every_message().size() - 1);
+  EXPECT_EQ(wire::decode(got.front()).seq, 0u);
+  EXPECT_TRUE(follow.poll().empty());
+  gantry::test::write_text(path, bytes);
+  got = follow.poll();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(wire::decode(got[0]).seq, 5u);
+  EXPECT_EQ(follow.offset(), bytes.size());
+  // A resumed run cut the file: read from the start again.
+  gantry::test::write_text(path, bytes.substr(0, 100));
+  got = follow.poll();
+  EXPECT_EQ(follow.restarts(), 1);
+  EXPECT_LT(got.size(), every_message().size());
 }
 
 TEST(Wire, RealRunWritesAReplayableStreamAndTensorBoardFiles) {

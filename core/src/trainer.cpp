@@ -529,6 +529,7 @@ struct Trainer::Impl {
       info.world_size = static_cast<uint32_t>(dist.world_size);
       info.num_nodes = static_cast<uint32_t>(dist.num_nodes);
       info.start_time = unix_time();
+      info.total_steps = total;
       stream->run_info(std::move(info));
       if (state.global_step > 0)  // clients drop points after this step that came before it
         stream->event("resumed", state.global_step, unix_time(), "resumed from " + t.resume);

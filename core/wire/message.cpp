@@ -46,6 +46,7 @@ class Reader {
     const uint8_t* s = take(len, what);
     return std::string(reinterpret_cast<const char*>(s), len);
   }
+  bool at_end() const { return pos_ == n_; }
   void done(const char* type) const {
     if (pos_ != n_)
       throw WireError(std::string(type) + ": " + std::to_string(n_ - pos_) + " bytes left over after the payload");
@@ -72,7 +73,7 @@ void put(Writer& w, const Hello& m) { w.u32(m.protocol_version); w.str(m.token);
 void put(Writer& w, const Welcome& m) { w.u32(m.protocol_version); w.str(m.run_name); w.u64(m.next_seq); }
 void put(Writer& w, const RunInfo& m) {
   w.str(m.name); w.str(m.plugin); w.str(m.plugin_version); w.str(m.manifest); w.str(m.config_yaml);
-  w.u32(m.world_size); w.u32(m.num_nodes); w.f64(m.start_time);
+  w.u32(m.world_size); w.u32(m.num_nodes); w.f64(m.start_time); w.i64(m.total_steps);
 }
 void put(Writer& w, const Scalars& m) {
   if (m.points.size() > kMaxPoints) throw WireError("too many scalars in one batch");
@@ -97,6 +98,7 @@ Payload get_payload(uint8_t type, Reader& r) {
               m.plugin_version = r.str("RunInfo.plugin_version"); m.manifest = r.str("RunInfo.manifest");
               m.config_yaml = r.str("RunInfo.config_yaml"); m.world_size = r.u32("RunInfo.world_size");
               m.num_nodes = r.u32("RunInfo.num_nodes"); m.start_time = r.f64("RunInfo.start_time");
+              if (!r.at_end()) m.total_steps = r.i64("RunInfo.total_steps");  // appended field: optional
               r.done("RunInfo"); return m; }
     case 4: { Scalars m; const uint32_t n = r.u32("Scalars.count");
               if (n > kMaxPoints) throw WireError("Scalars.count " + std::to_string(n) + " too large");

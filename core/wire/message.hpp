@@ -43,6 +43,7 @@ struct RunInfo {
   uint32_t world_size = 1;
   uint32_t num_nodes = 1;
   double start_time = 0;       ///< Unix seconds
+  int64_t total_steps = -1;    ///< steps the run will take when known (-1: unknown); appended, optional
 };
 /// One scalar of one step.
 struct Scalar {

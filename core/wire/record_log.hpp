@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdio>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gantry::wire {
@@ -33,5 +35,26 @@ struct Replay {
 
 /// Reads every intact record of `path` (missing file: no records).
 Replay replay(const std::string& path);
+
+/// Follows a run log as it grows (a monitor reading a live run's directory):
+/// each poll() returns the whole, intact records appended since the last one.
+/// A record still being written is left for a later poll. If the file
+/// shrinks (a resumed run cut a torn tail) it is read again from the start:
+/// the caller drops what it already has by seq.
+class RecordFollower {
+ public:
+  explicit RecordFollower(std::string path) : path_(std::move(path)) {}
+  std::vector<std::string> poll();
+  const std::string& path() const { return path_; }
+  /// Bytes of intact records read so far.
+  uint64_t offset() const { return offset_; }
+  /// How many times the file was found shorter than what was read.
+  int restarts() const { return restarts_; }
+
+ private:
+  std::string path_;
+  uint64_t offset_ = 0;
+  int restarts_ = 0;
+};
 
 }  // namespace gantry::wire
