@@ -17,6 +17,8 @@ packages=(
   iproute2                   # the tests put two ranks in separate network namespaces
   clang libclang-rt-14-dev   # the tests fuzz the stream decoder with libFuzzer
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
+  qt6-base-dev qt6-charts-dev fonts-dejavu-core   # gantry-monitor (gui/), Qt Test
+  xvfb xauth                 # the tests run gantry-monitor under a real X server
 )
 
 missing=()

@@ -120,6 +120,10 @@ TEST(Distributed, LaunchTwoRanksTrainsTheGanAndOnlyRankZeroWrites) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(ranks[1 + r].rfind(std::to_string(r) + ",", 0), 0u) << ranks[1 + r];
     EXPECT_NE(ranks[1 + r].find(",40,"), std::string::npos) << ranks[1 + r];
+    // The final record keeps the last measured rate (it once said 0.0).
+    const auto cells = gantry::test::split(ranks[1 + r], ',');
+    ASSERT_EQ(cells.size(), 6u) << ranks[1 + r];
+    EXPECT_GT(std::stod(cells[3]), 0.0) << ranks[1 + r];
   }
 }
 

@@ -146,6 +146,16 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+/// Fields of one line split at `sep` (empty fields kept).
+inline std::vector<std::string> split(const std::string& line, char sep) {
+  std::vector<std::string> out(1);
+  for (char c : line) {
+    if (c == sep) out.emplace_back();
+    else out.back() += c;
+  }
+  return out;
+}
+
 /// An IDX file: magic 0x0000080<ndim>, dims, then `data`.
 inline std::string idx_bytes(const std::vector<uint32_t>& dims, const std::string& data) {
   std::string b = {0, 0, 8, static_cast<char>(dims.size())};

@@ -178,6 +178,7 @@ struct Trainer::Impl {
   std::string last_checkpoint;
   std::chrono::steady_clock::time_point status_time_ = std::chrono::steady_clock::now();
   int64_t status_step_ = -1;
+  double status_rate_ = 0;
 
   // Per-rank status (rank, host, step, samples/s, RSS, time): every rank
   // publishes it at each metrics row; rank 0 writes the latest record of each
@@ -186,9 +187,11 @@ struct Trainer::Impl {
   void report_status(int64_t batch_size, bool write = true) {
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - status_time_).count();
-    const double rate = status_step_ >= 0 && dt > 0
-                            ? double(state.global_step - status_step_) * double(batch_size) / dt
-                            : 0.0;
+    // No step since the last report (the final one follows the last row's):
+    // keep the rate measured then rather than report 0.
+    if (status_step_ >= 0 && dt > 0 && state.global_step > status_step_)
+      status_rate_ = double(state.global_step - status_step_) * double(batch_size) / dt;
+    const double rate = status_rate_;
     status_time_ = now;
     status_step_ = state.global_step;
     char host[256] = "?";

@@ -1,0 +1,78 @@
+// What a client knows about a run: everything the stream said, applied in
+// seq order with duplicates dropped (a reconnect may overlap). Both GUIs draw
+// from a RunState; it is not thread-safe (the GUI thread owns it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "series.hpp"
+#include "wire/message.hpp"
+
+namespace gantry::client {
+
+enum class RunStatus { kWaiting, kRunning, kFinished, kStopped, kRequeued, kFailed };
+const char* to_string(RunStatus s);
+
+class RunState {
+ public:
+  /// Applies one message. Returns false when it was already applied (its seq
+  /// is not after the last one) and was ignored. Seq 0 (per-connection:
+  /// Welcome, `dropped`) is always applied.
+  bool apply(const wire::Message& m);
+
+  /// The last run seq applied (0: none): what a reconnect asks to resume after.
+  uint64_t last_seq() const { return last_seq_; }
+  /// Messages whose seq skipped ahead (should stay 0: the server never leaves a gap).
+  uint64_t gaps() const { return gaps_; }
+  /// Duplicates ignored.
+  uint64_t duplicates() const { return duplicates_; }
+  /// Changes with every applied message: a view redraws when it moved.
+  uint64_t version() const { return version_; }
+
+  const std::optional<wire::RunInfo>& info() const { return info_; }
+  const std::map<std::string, Series>& series() const { return series_; }
+  const std::vector<wire::Image>& images() const { return images_; }
+  const std::map<uint32_t, wire::RankStatus>& ranks() const { return ranks_; }
+  const std::vector<wire::Event>& events() const { return events_; }
+  RunStatus status() const { return status_; }
+  /// The newest step and wall time seen in any message.
+  int64_t latest_step() const { return latest_step_; }
+  double latest_wall_time() const { return latest_wall_; }
+  /// Images a slow connection skipped (the server coalesced them).
+  uint64_t dropped_images() const { return dropped_images_; }
+  /// Events that deserve a banner (nan, failed), newest last.
+  const std::vector<wire::Event>& alerts() const { return alerts_; }
+
+  /// Seconds per step over the recent scalars, and the estimated seconds
+  /// left (-1 when unknown: no total_steps, or too few points).
+  double seconds_per_step() const;
+  double eta_seconds() const;
+
+ private:
+  void on(const wire::RunInfo& m);
+  void on(const wire::Scalars& m);
+  void on(const wire::Image& m);
+  void on(const wire::RankStatus& m);
+  void on(const wire::Event& m);
+  void on(const wire::Hello&) {}
+  void on(const wire::Welcome&) {}
+  void seen(int64_t step, double wall);
+
+  uint64_t last_seq_ = 0, gaps_ = 0, duplicates_ = 0, version_ = 0, dropped_images_ = 0;
+  std::optional<wire::RunInfo> info_;
+  std::map<std::string, Series> series_;
+  std::vector<wire::Image> images_;
+  std::map<uint32_t, wire::RankStatus> ranks_;
+  std::vector<wire::Event> events_, alerts_;
+  RunStatus status_ = RunStatus::kWaiting;
+  int64_t latest_step_ = 0;
+  double latest_wall_ = 0;
+  // (step, wall time) of recent scalar rows, for the rate and the ETA
+  std::vector<std::pair<int64_t, double>> rows_;
+};
+
+}  // namespace gantry::client

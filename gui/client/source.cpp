@@ -1,0 +1,124 @@
+#include "source.hpp"
+
+#include <cctype>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include "stream_client.hpp"
+
+namespace gantry::client {
+
+namespace fs = std::filesystem;
+
+const char* to_string(SourceStatus::State s) {
+  switch (s) {
+    case SourceStatus::State::kConnecting: return "connecting";
+    case SourceStatus::State::kConnected: return "connected";
+    case SourceStatus::State::kReconnecting: return "reconnecting";
+    case SourceStatus::State::kFollowing: return "following";
+    case SourceStatus::State::kEnded: return "ended";
+    case SourceStatus::State::kRefused: return "refused";
+  }
+  return "?";
+}
+
+void Source::drain(std::vector<wire::Message>& out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (out.empty()) {
+    out.swap(inbox_);
+  } else {
+    for (auto& m : inbox_) out.push_back(std::move(m));
+    inbox_.clear();
+  }
+}
+
+SourceStatus Source::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+void Source::deliver(wire::Message m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  inbox_.push_back(std::move(m));
+  ++status_.received;
+}
+
+void Source::set_status(SourceStatus::State state, std::string text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  status_.state = state;
+  status_.text = std::move(text);
+}
+
+void Source::count_attempt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++status_.attempts;
+}
+
+std::string Target::describe() const { return is_dir ? dir : host + ":" + std::to_string(port); }
+
+namespace {
+
+// The run directory a path names: the directory itself when it holds the
+// stream, or the run its `latest` link points at (an experiment directory).
+std::string run_dir_of(const fs::path& p) {
+  if (fs::exists(p / "stream.gantrylog")) return p.string();
+  if (fs::exists(p / "latest" / "stream.gantrylog")) return (p / "latest").string();
+  throw std::invalid_argument(p.string() + " is not a gantry run directory (it has no stream.gantrylog)");
+}
+
+}  // namespace
+
+Target parse_target(const std::string& text, const std::string& token) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  Target t;
+  t.token = token;
+  std::string where;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (i == 0 && w == "monitor:") continue;  // the runner's printed line, pasted whole
+    if (w == "gantry-monitor" || w == "gantry-view") continue;
+    if (w == "--token") {
+      if (i + 1 == words.size()) throw std::invalid_argument("--token needs a value");
+      t.token = words[++i];
+    } else if (w.rfind("--token=", 0) == 0) {
+      t.token = w.substr(8);
+    } else if (where.empty()) {
+      where = w;
+    } else {
+      throw std::invalid_argument("unexpected '" + w + "' after '" + where + "'");
+    }
+  }
+  if (where.empty()) throw std::invalid_argument("nothing to open: give HOST:PORT or a run directory");
+  if (std::error_code ec; fs::is_directory(where, ec)) {
+    t.is_dir = true;
+    t.dir = run_dir_of(where);
+    return t;
+  }
+  std::string hp = where;
+  if (hp.rfind("ws://", 0) == 0) hp = hp.substr(5);
+  while (!hp.empty() && hp.back() == '/') hp.pop_back();
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw std::invalid_argument("'" + where + "' is neither a run directory nor HOST:PORT");
+  t.host = hp.substr(0, colon);
+  if (t.host.size() > 2 && t.host.front() == '[' && t.host.back() == ']') t.host = t.host.substr(1, t.host.size() - 2);
+  const std::string port = hp.substr(colon + 1);
+  unsigned long p = 0;
+  bool digits = !port.empty() && port.size() <= 5;
+  for (char c : port) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (digits) p = std::stoul(port);
+  if (!digits || p == 0 || p > 65535)
+    throw std::invalid_argument("'" + port + "' in '" + where + "' is not a port (1-65535)");
+  t.port = static_cast<uint16_t>(p);
+  return t;
+}
+
+std::unique_ptr<Source> open_source(const Target& target, uint64_t last_seq) {
+  if (target.is_dir) return std::make_unique<LogSource>(target.dir, last_seq);
+  return std::make_unique<StreamClient>(target.host, target.port, target.token, last_seq);
+}
+
+}  // namespace gantry::client

@@ -1,0 +1,74 @@
+// gantry-monitor: watch a run live (HOST:PORT --token T, or the line the
+// runner printed) or from its directory (follows the log while it grows).
+//   gantry-monitor 127.0.0.1:5555 --token 3f2a...
+//   gantry-monitor runs/gan_fashion_mnist/latest
+//   gantry-monitor RUN_DIR --screenshot shot.png   (grab the window once the run has ended, then exit)
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QElapsedTimer>
+#include <QTimer>
+#include <cstdio>
+
+#include "main_window.hpp"
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("gantry");
+  QApplication::setApplicationName("gantry-monitor");
+  QCommandLineParser cli;
+  cli.setApplicationDescription("Watch a gantry run: loss curves, image grids, ranks and events.");
+  cli.addHelpOption();
+  cli.addPositionalArgument("target", "HOST:PORT, the runner's 'monitor:' line, or a run directory");
+  cli.addOption({"token", "the run's token (printed by the runner, and in RUN_DIR/monitor.txt)", "T"});
+  cli.addOption({"screenshot", "save the window as PNG once the run has ended, then exit", "FILE"});
+  cli.addOption({"timeout", "with --screenshot: give up after S seconds (exit 1)", "S", "120"});
+  cli.addOption({"size", "window size WxH", "WxH"});
+  cli.process(app);
+
+  gantry::monitor::MainWindow window;
+  if (cli.isSet("size")) {
+    const QStringList wh = cli.value("size").split('x');
+    if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
+  } else if (window.size().width() < 400) {
+    window.resize(1280, 800);
+  }
+  const QString text = cli.positionalArguments().join(' ');
+  if (!text.isEmpty()) {
+    try {
+      window.open(gantry::client::parse_target(text.toStdString(), cli.value("token").toStdString()),
+                  text + (cli.isSet("token") ? " --token " + cli.value("token") : QString()));
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "gantry-monitor: %s\n", e.what());
+      return 2;
+    }
+  }
+  window.show();
+  if (text.isEmpty()) QTimer::singleShot(0, &window, &gantry::monitor::MainWindow::show_connect_dialog);
+
+  if (cli.isSet("screenshot")) {
+    const QString path = cli.value("screenshot");
+    const double timeout_s = cli.value("timeout").toDouble();
+    auto* poll = new QTimer(&window);
+    auto* since = new QElapsedTimer;
+    since->start();
+    QObject::connect(poll, &QTimer::timeout, &window, [&window, path, timeout_s, since, poll] {
+      using gantry::client::RunStatus;
+      const RunStatus s = window.state().status();
+      const bool ended = s == RunStatus::kFinished || s == RunStatus::kFailed || s == RunStatus::kStopped;
+      const bool late = since->elapsed() > timeout_s * 1000;
+      if (!ended && !late) return;
+      poll->stop();
+      // One more redraw cycle so every view shows the end, then grab.
+      QTimer::singleShot(400, &window, [&window, path, late] {
+        window.tick();
+        const bool saved = window.grab().save(path, "PNG");
+        if (!saved) std::fprintf(stderr, "gantry-monitor: cannot write %s\n", qPrintable(path));
+        if (late) std::fprintf(stderr, "gantry-monitor: the run had not ended (%s); screenshot taken anyway\n",
+                               qPrintable(window.connection_text()));
+        QApplication::exit(saved && !late ? 0 : 1);
+      });
+    });
+    poll->start(100);
+  }
+  return app.exec();
+}

@@ -1,0 +1,46 @@
+// The Scalars view: one ChartPanel per metric group (g_loss and d_loss
+// together by default), the controls every chart shares (smoothing, log-y,
+// x axis) and a hover read-out.
+#pragma once
+
+#include <QWidget>
+#include <map>
+
+#include "chart_panel.hpp"
+#include "run_state.hpp"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QSlider;
+class QVBoxLayout;
+
+namespace gantry::monitor {
+
+class ScalarsView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ScalarsView(QWidget* parent = nullptr);
+
+  /// Redraws every chart when the state or the options changed since the last call.
+  void refresh(const client::RunState& state);
+  ChartOptions options() const;
+  void set_smoothing(double weight);
+  std::map<QString, ChartPanel*>& panels() { return panels_; }
+  /// Milliseconds the last redraw took (decimation + Qt Charts).
+  double last_redraw_ms() const { return last_ms_; }
+
+ private:
+  QSlider* smoothing_;
+  QLabel* smoothing_label_;
+  QCheckBox* log_y_;
+  QComboBox* x_axis_;
+  QLabel* readout_;
+  QVBoxLayout* charts_;
+  std::map<QString, ChartPanel*> panels_;
+  uint64_t drawn_version_ = ~0ull;
+  bool dirty_ = true;
+  double last_ms_ = 0;
+};
+
+}  // namespace gantry::monitor

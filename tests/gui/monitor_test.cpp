@@ -1,0 +1,442 @@
+// gantry-monitor and the shared client library, under Qt Test (offscreen):
+// decimation keeps extremes, smoothing matches TensorBoard's formula, the
+// client against a real training run (backfill, live, a dropped connection
+// resumed with no gap and no duplicate, a wrong token refused), the image
+// slider, a million points, the alert banner, and a screenshot of a real run.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QImage>
+#include <QLabel>
+#include <QProcess>
+#include <QSet>
+#include <QSlider>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QBuffer>
+#include <cmath>
+#include <random>
+
+#include "main_window.hpp"
+#include "run_state.hpp"
+#include "series.hpp"
+#include "stream_client.hpp"
+#include "wire/record_log.hpp"
+
+using namespace gantry;
+
+namespace {
+
+// A real training run of the GAN with the monitor on; the process and its run directory.
+struct Run {
+  QTemporaryDir dir;
+  QProcess proc;
+  QString run_dir() const { return dir.path() + "/runs/gan_fashion_mnist/latest"; }
+  void start(int steps, int log_every) {
+    proc.setWorkingDirectory(dir.path());
+    proc.setProcessChannelMode(QProcess::MergedChannels);
+    proc.start(GANTRY_BIN, {"train", GANTRY_SOURCE_DIR "/configs/gan_fashion_mnist.yaml",
+                            QString("trainer.max_steps=%1").arg(steps),
+                            QString("trainer.log_every_n_steps=%1").arg(log_every),
+                            "trainer.image_every_n_steps=100", "trainer.threads=1", "trainer.progress=none", "monitor.enabled=true"});
+    QVERIFY2(proc.waitForStarted(10000), "gantry train did not start");
+  }
+  // The line the runner printed: "gantry-monitor HOST:PORT --token T".
+  QString monitor_line() {
+    QFile f(run_dir() + "/monitor.txt");
+    QElapsedTimer t;
+    t.start();
+    while (!f.exists() && t.elapsed() < 60000 && proc.state() == QProcess::Running) QTest::qWait(50);
+    if (!f.open(QIODevice::ReadOnly)) {
+      proc.waitForFinished(5000);
+      qWarning("no monitor.txt; gantry train said: %s", proc.readAll().constData());
+      return {};
+    }
+    return QString::fromUtf8(f.readAll()).trimmed();
+  }
+  bool finish() {
+    const bool ok = (proc.state() == QProcess::NotRunning || proc.waitForFinished(120000)) &&
+                    proc.exitStatus() == QProcess::NormalExit && proc.exitCode() == 0;
+    if (!ok) qWarning("gantry train: exit %d; it said: %s", proc.exitCode(), proc.readAll().constData());
+    return ok;
+  }
+};
+
+std::string png_of(const QColor& color) {
+  QImage img(8, 8, QImage::Format_RGB32);
+  img.fill(color);
+  QByteArray bytes;
+  QBuffer buf(&bytes);
+  buf.open(QIODevice::WriteOnly);
+  img.save(&buf, "PNG");
+  return bytes.toStdString();
+}
+
+wire::Message scalars(uint64_t seq, int64_t step, double g, double d) {
+  wire::Scalars s;
+  s.points = {{step, 1.7e9 + step, "g_loss", g}, {step, 1.7e9 + step, "d_loss", d}};
+  return {seq, s};
+}
+
+}  // namespace
+
+class MonitorTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void decimationKeepsEveryColumnsExtremes();
+  void smoothingMatchesTensorBoard();
+  void stateDropsDuplicatesAndRedoneStepsAfterResume();
+  void parsesWhatUsersPaste();
+  void clientBackfillsThenLiveAndResumesAfterADrop();
+  void clientIsRefusedWithAWrongToken();
+  void imageSliderSelectsTheStep();
+  void scalarsViewStaysFastWithAMillionPoints();
+  void nanEventRaisesTheBanner();
+  void screenshotOfARealRun();
+};
+
+void MonitorTest::decimationKeepsEveryColumnsExtremes() {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise;
+  const size_t n = 1'000'000;
+  std::vector<double> x(n), y(n);
+  double v = 0;
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<double>(i), y[i] = v += noise(rng);
+  y[123457] = 1e6;   // spikes a single point wide
+  y[765431] = -1e6;
+  y[5] = std::nan("");
+  const int columns = 640;
+  const auto keep = client::decimate(x, y, 0, static_cast<double>(n - 1), columns);
+  QVERIFY(keep.size() <= 2 * columns + 2);
+  QVERIFY(keep.size() >= columns);  // not vacuous: about two per column
+  QSet<size_t> kept(keep.begin(), keep.end());
+  QVERIFY(kept.contains(123457));
+  QVERIFY(kept.contains(765431));
+  QVERIFY(!kept.contains(5));
+  QVERIFY(std::is_sorted(keep.begin(), keep.end()));
+  // Every column's min and max survive.
+  const double span = static_cast<double>(n - 1);
+  std::vector<size_t> lo(columns, n), hi(columns, n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(y[i])) continue;
+    const int c = std::min(columns - 1, static_cast<int>(x[i] / span * columns));
+    if (lo[c] == n || y[i] < y[lo[c]]) lo[c] = i;
+    if (hi[c] == n || y[i] > y[hi[c]]) hi[c] = i;
+  }
+  for (int c = 0; c < columns; ++c) {
+    QVERIFY2(kept.contains(lo[c]), qPrintable(QString("column %1 lost its minimum").arg(c)));
+    QVERIFY2(kept.contains(hi[c]), qPrintable(QString("column %1 lost its maximum").arg(c)));
+  }
+  // The incremental decimator (block minima/maxima, extended as points
+  // arrive) gives the same points as a fresh one, also after points were
+  // removed and others appended in their place (a resumed run).
+  client::Decimator grow;
+  std::vector<double> gx, gy;
+  for (size_t i = 0; i < 20000; ++i) {
+    gx.push_back(x[i]);
+    gy.push_back(y[i]);
+    if (i % 997 == 0) QCOMPARE(grow.decimate(gx, gy, 0, gx.back(), 300), client::decimate(gx, gy, 0, gx.back(), 300));
+  }
+  gx.resize(5000), gy.resize(5000);
+  for (size_t i = 5000; i < 20000; ++i) gx.push_back(static_cast<double>(i)), gy.push_back(-y[i]);
+  QCOMPARE(grow.decimate(gx, gy, 0, gx.back(), 300, /*generation=*/1), client::decimate(gx, gy, 0, gx.back(), 300));
+  // A zoomed range keeps one point beyond each edge so lines reach the border.
+  const auto zoom = client::decimate(x, y, 1000, 2000, 100);
+  QCOMPARE(zoom.front(), size_t(999));
+  QCOMPARE(zoom.back(), size_t(2001));
+}
+
+void MonitorTest::smoothingMatchesTensorBoard() {
+  // By hand from TensorBoard's formula (weight 0.5): EMA debiased by 1 - 0.5^k.
+  const auto s = client::smooth_ema({1, 2, 3}, 0.5);
+  QCOMPARE(s.size(), size_t(3));
+  QVERIFY(std::abs(s[0] - 1.0) < 1e-12);
+  QVERIFY(std::abs(s[1] - 1.25 / 0.75) < 1e-12);
+  QVERIFY(std::abs(s[2] - 2.125 / 0.875) < 1e-12);
+  // Against a straightforward reference on noisy data, with a NaN passing through.
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<double> v(5000);
+  for (auto& x : v) x = u(rng);
+  v[100] = std::nan("");
+  const double w = 0.9;
+  double last = 0;
+  int k = 0;
+  client::Smoother incremental;
+  std::vector<double> grow;
+  for (size_t i = 0; i < v.size(); ++i) {
+    grow.push_back(v[i]);
+    if (i % 7 == 0 || i + 1 == v.size()) incremental.update(grow, w);  // appended in chunks
+  }
+  const auto all = client::smooth_ema(v, w);
+  for (size_t i = 0; i < v.size(); ++i) {
+    double ref = v[i];
+    if (std::isfinite(v[i])) {
+      last = last * w + (1 - w) * v[i];
+      ++k;
+      ref = last / (1 - std::pow(w, k));
+    }
+    if (i == 100) {
+      QVERIFY(std::isnan(all[i]));
+      continue;
+    }
+    QVERIFY2(std::abs(all[i] - ref) < 1e-12, qPrintable(QString("point %1").arg(i)));
+    QVERIFY2(std::abs(incremental.smoothed()[i] - ref) < 1e-12, qPrintable(QString("incremental point %1").arg(i)));
+  }
+  // A constant series is left as is; weight 0 is the identity.
+  QCOMPARE(client::smooth_ema({2, 2, 2}, 0.99), std::vector<double>({2, 2, 2}));
+  QCOMPARE(client::smooth_ema({1, 5, 3}, 0), std::vector<double>({1, 5, 3}));
+}
+
+void MonitorTest::stateDropsDuplicatesAndRedoneStepsAfterResume() {
+  client::RunState st;
+  wire::RunInfo info;
+  info.total_steps = 100;
+  QVERIFY(st.apply({1, info}));
+  QVERIFY(st.apply(scalars(2, 10, 1, 2)));
+  QVERIFY(st.apply(scalars(3, 20, 1, 2)));
+  QVERIFY(!st.apply(scalars(3, 20, 1, 2)));  // a reconnect overlapping
+  QVERIFY(!st.apply(scalars(2, 10, 1, 2)));
+  QCOMPARE(st.duplicates(), uint64_t(2));
+  QCOMPARE(st.series().at("g_loss").size(), size_t(2));
+  // The run was killed after step 20, resumed from the checkpoint at step 10.
+  QVERIFY(st.apply({4, wire::Event{"resumed", 10, 1.7e9 + 30, "resumed from auto"}}));
+  QCOMPARE(st.series().at("g_loss").size(), size_t(1));
+  QVERIFY(st.apply(scalars(5, 20, 3, 4)));
+  QCOMPARE(st.series().at("g_loss").values, std::vector<double>({1, 3}));
+  QCOMPARE(st.gaps(), uint64_t(0));
+  QVERIFY(st.apply({7, wire::Event{"finished", 20, 1.7e9 + 40, ""}}));
+  QCOMPARE(st.gaps(), uint64_t(1));
+  QCOMPARE(st.status(), client::RunStatus::kFinished);
+}
+
+void MonitorTest::parsesWhatUsersPaste() {
+  auto t = client::parse_target("monitor: gantry-monitor 127.0.0.1:41234 --token abc123");
+  QVERIFY(!t.is_dir);
+  QCOMPARE(QString::fromStdString(t.host), QString("127.0.0.1"));
+  QCOMPARE(t.port, uint16_t(41234));
+  QCOMPARE(QString::fromStdString(t.token), QString("abc123"));
+  t = client::parse_target("ws://node7:5555/", "tok");
+  QCOMPARE(QString::fromStdString(t.host), QString("node7"));
+  QCOMPARE(QString::fromStdString(t.token), QString("tok"));
+  QTemporaryDir dir;
+  QFile(dir.path() + "/stream.gantrylog").open(QIODevice::WriteOnly);
+  t = client::parse_target(dir.path().toStdString());
+  QVERIFY(t.is_dir);
+  for (const char* bad : {"", "localhost", "host:0", "host:99999", "host:12ab", "a:1 b:2", "x:1 --token"}) {
+    bool threw = false;
+    try {
+      client::parse_target(bad);
+    } catch (const std::invalid_argument& e) {
+      threw = true;
+      QVERIFY(std::string(e.what()).size() > 10);
+    }
+    QVERIFY2(threw, bad);
+  }
+  bool threw = false;
+  try {
+    client::parse_target(QDir::tempPath().toStdString());  // a directory, not a run
+  } catch (const std::invalid_argument& e) {
+    threw = std::string(e.what()).find("not a gantry run directory") != std::string::npos;
+  }
+  QVERIFY(threw);
+}
+
+void MonitorTest::clientBackfillsThenLiveAndResumesAfterADrop() {
+  Run run;
+  run.start(500, 5);
+  const QString line = run.monitor_line();
+  QVERIFY2(line.contains("--token"), qPrintable(line));
+  QTest::qWait(1500);  // late: the first messages come from the backfill
+  const client::Target target = client::parse_target(line.toStdString());
+  client::StreamClient client(target.host, target.port, target.token);
+  std::vector<wire::Message> got;
+  client::RunState st;
+  bool dropped = false;
+  QElapsedTimer t;
+  t.start();
+  while (t.elapsed() < 120000) {
+    std::vector<wire::Message> batch;
+    client.drain(batch);
+    for (auto& m : batch) {
+      st.apply(m);
+      got.push_back(std::move(m));
+    }
+    if (!dropped && st.latest_step() >= 150) {
+      client.drop_connection();  // as a network failure would
+      dropped = true;
+    }
+    const auto s = client.status().state;
+    if (s == client::SourceStatus::State::kEnded || s == client::SourceStatus::State::kRefused) break;
+    QTest::qWait(20);
+  }
+  QVERIFY2(run.finish(), run.proc.readAll().constData());
+  const client::SourceStatus status = client.status();
+  QCOMPARE(client::to_string(status.state), "ended");
+  QVERIFY2(status.attempts >= 2, "the client never reconnected");
+  QVERIFY(dropped);
+  // Every run message exactly once, in order: seq 1, 2, ..., N.
+  uint64_t expect = 1;
+  int welcomes = 0;
+  for (const auto& m : got) {
+    if (m.seq == 0) {
+      welcomes += std::holds_alternative<wire::Welcome>(m.payload);
+      continue;
+    }
+    QCOMPARE(m.seq, expect);
+    ++expect;
+  }
+  QVERIFY2(welcomes >= 2, "expected a Welcome per connection");
+  // ... and the same as the durable log.
+  const auto log = wire::replay((run.run_dir() + "/stream.gantrylog").toStdString());
+  QCOMPARE(expect - 1, static_cast<uint64_t>(log.frames.size()));
+  QCOMPARE(st.duplicates(), uint64_t(0));
+  QCOMPARE(st.gaps(), uint64_t(0));
+  QCOMPARE(st.status(), client::RunStatus::kFinished);
+  QCOMPARE(st.series().at("g_loss").size(), size_t(100));  // 500 steps, a row every 5
+  QCOMPARE(st.info()->total_steps, int64_t(500));
+}
+
+void MonitorTest::clientIsRefusedWithAWrongToken() {
+  Run run;
+  run.start(300, 10);
+  const QString line = run.monitor_line();
+  QVERIFY2(line.contains("--token"), qPrintable(line));
+  const client::Target target = client::parse_target(line.toStdString());
+  client::StreamClient client(target.host, target.port, "not-the-token");
+  QElapsedTimer t;
+  t.start();
+  while (client.status().state != client::SourceStatus::State::kRefused && t.elapsed() < 30000) QTest::qWait(20);
+  const auto status = client.status();
+  QCOMPARE(client::to_string(status.state), "refused");
+  QVERIFY2(QString::fromStdString(status.text).contains("token"), status.text.c_str());
+  std::vector<wire::Message> none;
+  client.drain(none);
+  for (const auto& m : none) QVERIFY(m.seq == 0);  // no run data without the token
+  QVERIFY(run.finish());
+}
+
+void MonitorTest::imageSliderSelectsTheStep() {
+  client::RunState st;
+  const QColor colors[] = {Qt::red, Qt::green, Qt::blue};
+  for (int i = 0; i < 3; ++i)
+    st.apply({static_cast<uint64_t>(i + 1),
+              wire::Image{"generated", 100 * i, 1.7e9 + i, 8, 8, png_of(colors[i])}});
+  monitor::ImagesView view;
+  view.resize(400, 400);
+  view.refresh(st);
+  QCOMPARE(view.current_step(), int64_t(200));  // follows the newest
+  view.slider()->setValue(1);
+  QCOMPARE(view.current_step(), int64_t(100));
+  QTemporaryDir dir;
+  QVERIFY(view.save_current(dir.path() + "/x.png"));
+  QCOMPARE(QImage(dir.path() + "/x.png").pixelColor(3, 3), QColor(Qt::green));
+  // A new grid does not move a user who went back in time...
+  st.apply({4, wire::Image{"generated", 300, 1.7e9 + 3, 8, 8, png_of(Qt::white)}});
+  view.refresh(st);
+  QCOMPARE(view.current_step(), int64_t(100));
+  QCOMPARE(view.slider()->maximum(), 3);
+  // ... until "follow latest" is ticked again.
+  view.findChild<QCheckBox*>()->setChecked(true);
+  QCOMPARE(view.current_step(), int64_t(300));
+  view.slider()->setValue(0);
+  QCOMPARE(view.current_step(), int64_t(0));
+  QVERIFY(view.save_current(dir.path() + "/y.png"));
+  QCOMPARE(QImage(dir.path() + "/y.png").pixelColor(3, 3), QColor(Qt::red));
+}
+
+void MonitorTest::scalarsViewStaysFastWithAMillionPoints() {
+  client::RunState st;
+  wire::RunInfo info;
+  st.apply({1, info});
+  std::mt19937 rng(1);
+  std::normal_distribution<double> noise;
+  wire::Scalars batch;
+  uint64_t seq = 2;
+  for (int64_t step = 1; step <= 1'000'000; ++step) {
+    batch.points.push_back({step, 1.7e9 + step * 0.01, "g_loss", 1 + 0.1 * noise(rng)});
+    batch.points.push_back({step, 1.7e9 + step * 0.01, "d_loss", 0.5 + 0.1 * noise(rng)});
+    if (batch.points.size() == 20000) st.apply({seq++, std::exchange(batch, {})});
+  }
+  QCOMPARE(st.series().at("g_loss").size(), size_t(1'000'000));
+  monitor::ScalarsView view;
+  view.resize(1000, 600);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  view.refresh(st);  // creates the chart
+  QTest::qWait(50);  // lays it out
+  view.refresh(st);  // first: smoothing over everything
+  const double first = view.last_redraw_ms();
+  double worst = 0;
+  for (int i = 0; i < 5; ++i) {  // as live: a few new points each time
+    wire::Scalars more;
+    const int64_t step = 1'000'000 + i + 1;
+    more.points = {{step, 1.7e9 + step * 0.01, "g_loss", 1.0}, {step, 1.7e9 + step * 0.01, "d_loss", 0.5}};
+    st.apply({seq++, more});
+    view.refresh(st);
+    worst = std::max(worst, view.last_redraw_ms());
+  }
+  monitor::ChartPanel* panel = view.panels().at("loss");
+  qInfo("1,000,000 points x 2 series: first redraw %.1f ms, then at most %.1f ms; %zu points drawn", first, worst,
+        panel->drawn_points());
+  QVERIFY2(worst < 50, "a redraw must fit in the 20 Hz budget");
+  QVERIFY(panel->drawn_points() <= 4 * (2 * 1000 + 2));
+  QVERIFY(panel->drawn_points() > 500);
+}
+
+void MonitorTest::nanEventRaisesTheBanner() {
+  QTemporaryDir dir;
+  {
+    wire::RecordWriter log((dir.path() + "/stream.gantrylog").toStdString());
+    wire::RunInfo info;
+    info.name = "nan_run";
+    info.start_time = 1.7e9;
+    log.append(wire::encode({1, info}));
+    log.append(wire::encode(scalars(2, 10, 1, 2)));
+    log.append(wire::encode({3, wire::Event{"nan", 10, 1.7e9 + 10, "g_loss"}}));
+    log.append(wire::encode({4, wire::Event{"failed", 10, 1.7e9 + 10, "g_loss is NaN at step 10"}}));
+  }
+  monitor::MainWindow w;
+  w.open(client::parse_target(dir.path().toStdString()), dir.path());
+  QTRY_COMPARE_WITH_TIMEOUT(w.state().status(), client::RunStatus::kFailed, 5000);
+  w.tick();
+  QVERIFY2(w.banner_text().contains("failed"), qPrintable(w.banner_text()));
+  QCOMPARE(w.events()->table()->rowCount(), 2);
+  QCOMPARE(w.run()->field("status"), QString("failed"));
+}
+
+void MonitorTest::screenshotOfARealRun() {
+  Run run;
+  run.start(400, 10);
+  monitor::MainWindow w;
+  w.resize(1280, 800);
+  w.show();
+  QVERIFY(!run.monitor_line().isEmpty());
+  w.open(client::parse_target(run.run_dir().toStdString()), run.run_dir());  // follows the live log
+  QTRY_COMPARE_WITH_TIMEOUT(w.state().status(), client::RunStatus::kFinished, 120000);
+  QVERIFY(run.finish());
+  QTest::qWait(300);
+  w.tick();
+  QCOMPARE(w.state().series().at("d_loss").size(), size_t(40));
+  QCOMPARE(w.run()->field("status"), QString("finished"));
+  QCOMPARE(w.run()->field("step"), QString("400 / 400"));
+  QCOMPARE(w.ranks()->table()->rowCount(), 1);
+  QVERIFY(w.ranks()->table()->item(0, 3)->text().toDouble() > 0);  // samples/s
+  QVERIFY(w.images()->current_step() == 400);
+  QVERIFY(w.banner_text().isEmpty());
+  const QImage shot = w.grab().toImage();
+  const QString path = QDir(SCREENSHOT_DIR).filePath("monitor_offscreen.png");
+  QVERIFY(shot.save(path));
+  qInfo("screenshot: %s", qPrintable(path));
+  // Not blank: the chart and the grid put many colours on screen.
+  QSet<QRgb> colours;
+  for (int y = 0; y < shot.height(); y += 3)
+    for (int x = 0; x < shot.width(); x += 3) colours.insert(shot.pixel(x, y));
+  QVERIFY2(colours.size() > 50, qPrintable(QString("only %1 colours").arg(colours.size())));
+}
+
+QTEST_MAIN(MonitorTest)
+#include "monitor_test.moc"
