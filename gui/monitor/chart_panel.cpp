@@ -28,6 +28,16 @@ const QColor kPalette[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), Q
 
 QString number(double v) { return QString::number(v, 'g', 5); }
 
+// 1, 2 or 5 times a power of ten: about `ticks` ticks over `span`.
+double nice_step(double span, int ticks) {
+  if (!(span > 0)) return 1;
+  const double raw = span / ticks;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
 }  // namespace
 
 ChartPanel::ChartPanel(const QString& group, QWidget* parent) : QWidget(parent), group_(group) {
@@ -202,9 +212,14 @@ void ChartPanel::redraw(const client::RunState& state, const ChartOptions& opt) 
   else
     x_axis_->setRange(lo, hi);
   y_axis_->setRange(ylo, yhi);
-  // Round tick labels (a zoomed x range keeps its exact ends).
-  if (auto* v = qobject_cast<QValueAxis*>(y_axis_)) v->applyNiceNumbers();
-  if (auto* v = qobject_cast<QValueAxis*>(x_axis_); v && !zoom_) v->applyNiceNumbers();
+  // Ticks at round numbers inside the data's range (not a range stretched to round ends).
+  for (QAbstractAxis* a : {x_axis_, y_axis_})
+    if (auto* v = qobject_cast<QValueAxis*>(a)) {
+      const double step = nice_step(v->max() - v->min(), a == x_axis_ ? 8 : 6);
+      v->setTickType(QValueAxis::TicksDynamic);
+      v->setTickAnchor(0);
+      v->setTickInterval(step);
+    }
   for (auto& [series, pts] : out) series->replace(pts);
 }
 

@@ -431,6 +431,8 @@ void MonitorTest::screenshotOfARealRun() {
   const QString path = QDir(SCREENSHOT_DIR).filePath("monitor_offscreen.png");
   QVERIFY(shot.save(path));
   qInfo("screenshot: %s", qPrintable(path));
+  w.run()->resize(520, 600);  // the Run view too (a tab behind Images)
+  QVERIFY(w.run()->grab().save(QDir(SCREENSHOT_DIR).filePath("monitor_run_view.png")));
   // Not blank: the chart and the grid put many colours on screen.
   QSet<QRgb> colours;
   for (int y = 0; y < shot.height(); y += 3)
