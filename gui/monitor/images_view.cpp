@@ -91,6 +91,11 @@ void ImagesView::refresh(const client::RunState& state) {
   if (want != current_ || (want >= 0 && caption_->text().startsWith("no image"))) show_index(want);
 }
 
+void ImagesView::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  if (current_ >= 0 && zoom_->currentIndex() == 0) show_index(current_);  // "fit" follows the size
+}
+
 void ImagesView::show_index(int i) {
   if (!state_ || i < 0 || i >= static_cast<int>(state_->images().size())) {
     current_ = -1;

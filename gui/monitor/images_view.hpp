@@ -25,6 +25,9 @@ class ImagesView : public QWidget {
   QSlider* slider() const { return slider_; }
   bool save_current(const QString& path) const;
 
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+
  private:
   void show_index(int i);
 
