@@ -20,6 +20,9 @@
 #include <cmath>
 #include <random>
 
+#include <QValueAxis>
+
+#include "connect_dialog.hpp"
 #include "main_window.hpp"
 #include "run_state.hpp"
 #include "series.hpp"
@@ -95,6 +98,8 @@ class MonitorTest : public QObject {
   void imageSliderSelectsTheStep();
   void scalarsViewStaysFastWithAMillionPoints();
   void nanEventRaisesTheBanner();
+  void connectDialogAcceptsThePastedLineOnly();
+  void silentRankIsHighlighted();
   void screenshotOfARealRun();
 };
 
@@ -408,6 +413,37 @@ void MonitorTest::nanEventRaisesTheBanner() {
   QCOMPARE(w.run()->field("status"), QString("failed"));
 }
 
+void MonitorTest::connectDialogAcceptsThePastedLineOnly() {
+  monitor::ConnectDialog d({});
+  auto* input = d.findChild<QComboBox*>();
+  input->setCurrentText("monitor: gantry-monitor 10.0.0.7:5555 --token abc");
+  d.accept();
+  QCOMPARE(d.result(), int(QDialog::Accepted));
+  QCOMPARE(QString::fromStdString(d.target().host), QString("10.0.0.7"));
+  QCOMPARE(QString::fromStdString(d.target().token), QString("abc"));
+  monitor::ConnectDialog bad({});
+  bad.findChild<QComboBox*>()->setCurrentText("10.0.0.7");
+  bad.accept();
+  QVERIFY(bad.result() != QDialog::Accepted);
+  bool shown = false;
+  for (auto* l : bad.findChildren<QLabel*>()) shown = shown || l->text().contains("neither a run directory");
+  QVERIFY(shown);
+}
+
+void MonitorTest::silentRankIsHighlighted() {
+  client::RunState st;
+  st.apply({1, wire::RunInfo{}});
+  st.apply({2, wire::RankStatus{0, "node1", 100, 3000, 300, 1000.0}});
+  st.apply({3, wire::RankStatus{1, "node2", 90, 3000, 300, 960.0}});
+  monitor::RanksView view;
+  view.refresh(st, 1005.0);
+  QCOMPARE(view.stale(), std::vector<uint32_t>({1}));  // 45 s silent; rank 0 only 5 s
+  QVERIFY(view.table()->item(1, 5)->text().contains("stopped reporting"));
+  st.apply({4, wire::Event{"finished", 100, 1001, ""}});
+  view.refresh(st, 1005.0);
+  QVERIFY(view.stale().empty());  // a finished run has no stale ranks
+}
+
 void MonitorTest::screenshotOfARealRun() {
   Run run;
   run.start(400, 10);
@@ -431,6 +467,27 @@ void MonitorTest::screenshotOfARealRun() {
   const QString path = QDir(SCREENSHOT_DIR).filePath("monitor_offscreen.png");
   QVERIFY(shot.save(path));
   qInfo("screenshot: %s", qPrintable(path));
+  // Hover reads out the nearest step; a drag zooms into that x range; export works.
+  monitor::ChartPanel* panel = w.scalars()->panels().at("loss");
+  auto* view = panel->findChild<monitor::ChartView*>();
+  QVERIFY(view);
+  const QRectF area = panel->chart()->plotArea();
+  const QPoint mid = area.center().toPoint();
+  QTest::mouseMove(view->viewport(), mid);
+  QTRY_VERIFY(w.scalars()->findChild<QLabel*>("readout")->text().startsWith("step "));
+  QTest::mousePress(view->viewport(), Qt::LeftButton, {}, QPoint(static_cast<int>(area.left()) + 5, mid.y()));
+  QTest::mouseMove(view->viewport(), mid);
+  QTest::mouseRelease(view->viewport(), Qt::LeftButton, {}, mid);
+  w.tick();
+  auto* x = qobject_cast<QValueAxis*>(panel->chart()->axes(Qt::Horizontal).front());
+  QVERIFY2(x->max() < 250 && x->min() < 50, qPrintable(QString("zoomed to %1..%2").arg(x->min()).arg(x->max())));
+  QTemporaryDir out;
+  QVERIFY(panel->export_csv(out.path() + "/loss.csv"));
+  QFile csv(out.path() + "/loss.csv");
+  QVERIFY(csv.open(QIODevice::ReadOnly));
+  QCOMPARE(csv.readAll().count('\n'), 1 + 2 * 40);  // header + every point of both metrics
+  QVERIFY(panel->export_png(out.path() + "/loss.png"));
+  QVERIFY(QImage(out.path() + "/loss.png").width() > 300);
   w.run()->resize(520, 600);  // the Run view too (a tab behind Images)
   QVERIFY(w.run()->grab().save(QDir(SCREENSHOT_DIR).filePath("monitor_run_view.png")));
   // Not blank: the chart and the grid put many colours on screen.
