@@ -18,7 +18,8 @@ packages=(
   clang libclang-rt-14-dev   # the tests fuzz the stream decoder with libFuzzer
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
   qt6-base-dev qt6-charts-dev fonts-dejavu-core   # gantry-monitor (gui/), Qt Test
-  xvfb xauth                 # the tests run gantry-monitor under a real X server
+  libimgui-dev libglfw3-dev libgl-dev libstb-dev libgl1-mesa-dri   # gantry-view (Dear ImGui, GLFW, OpenGL 3; Mesa for Xvfb)
+  xvfb xauth                 # the tests run both GUIs under a real X server
 )
 
 missing=()

@@ -1,6 +1,8 @@
 #include "run_state.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace gantry::client {
@@ -15,6 +17,16 @@ const char* to_string(RunStatus s) {
     case RunStatus::kFailed: return "failed";
   }
   return "?";
+}
+
+std::string duration_text(double s) {
+  if (s < 0) return "-";
+  const long long t = std::llround(s);
+  char buf[48];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld h %02lld min", t / 3600, (t % 3600) / 60);
+  else if (t >= 60) std::snprintf(buf, sizeof buf, "%lld min %02lld s", t / 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%lld s", t);
+  return buf;
 }
 
 bool RunState::apply(const wire::Message& m) {
@@ -92,6 +104,16 @@ double RunState::seconds_per_step() const {
   const auto& b = rows_.back();
   if (b.first <= a.first) return -1;
   return (b.second - a.second) / static_cast<double>(b.first - a.first);
+}
+
+double RunState::stale_after() const {
+  double interval = 0;
+  if (rows_.size() >= 2) interval = rows_.back().second - rows_[rows_.size() - 2].second;
+  return std::max(10.0, 3 * interval);
+}
+
+bool RunState::is_stale(const wire::RankStatus& r, double now) const {
+  return status_ == RunStatus::kRunning && now - r.wall_time > stale_after();
 }
 
 double RunState::eta_seconds() const {

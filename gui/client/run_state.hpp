@@ -17,6 +17,9 @@ namespace gantry::client {
 enum class RunStatus { kWaiting, kRunning, kFinished, kStopped, kRequeued, kFailed };
 const char* to_string(RunStatus s);
 
+/// "1 h 02 min", "3 min 05 s", "12 s"; "-" when negative (unknown).
+std::string duration_text(double seconds);
+
 class RunState {
  public:
   /// Applies one message. Returns false when it was already applied (its seq
@@ -51,6 +54,12 @@ class RunState {
   /// left (-1 when unknown: no total_steps, or too few points).
   double seconds_per_step() const;
   double eta_seconds() const;
+
+  /// Seconds of silence after which a rank of a running run counts as
+  /// stopped: 3 report intervals, at least 10 s.
+  double stale_after() const;
+  /// Whether rank `r` has been silent too long at `now` (Unix s); never for a run that ended.
+  bool is_stale(const wire::RankStatus& r, double now) const;
 
  private:
   void on(const wire::RunInfo& m);

@@ -152,6 +152,20 @@ std::string metric_group(const std::string& name) {
   return name;
 }
 
+double tick_step(double span, int ticks) {
+  if (!(span > 0) || ticks <= 0) return 1;
+  const double raw = span / ticks;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+uint32_t series_color(size_t i) {
+  static const uint32_t kPalette[] = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd, 0x8c564b};
+  return kPalette[i % (sizeof kPalette / sizeof kPalette[0])];
+}
+
 long nearest_index(const std::vector<double>& x, double at) {
   if (x.empty()) return -1;
   const auto it = std::lower_bound(x.begin(), x.end(), at);

@@ -78,6 +78,12 @@ class Decimator {
 /// else the metric's own name.
 std::string metric_group(const std::string& name);
 
+/// A round tick interval (1, 2 or 5 times a power of ten) giving about `ticks` ticks over `span`.
+double tick_step(double span, int ticks);
+
+/// The colour of the i-th metric of a chart (0xRRGGBB), the same in both GUIs.
+uint32_t series_color(size_t i);
+
 /// Index of the point whose x is nearest to `at` (x ascending; -1 when empty).
 long nearest_index(const std::vector<double>& x, double at);
 

@@ -23,20 +23,7 @@ namespace gantry::monitor {
 
 namespace {
 
-const QColor kPalette[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c),
-                           QColor(0xd6, 0x27, 0x28), QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b)};
-
 QString number(double v) { return QString::number(v, 'g', 5); }
-
-// 1, 2 or 5 times a power of ten: about `ticks` ticks over `span`.
-double nice_step(double span, int ticks) {
-  if (!(span > 0)) return 1;
-  const double raw = span / ticks;
-  const double p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0})
-    if (m * p >= raw) return m * p;
-  return 10 * p;
-}
 
 }  // namespace
 
@@ -113,7 +100,7 @@ void ChartPanel::rebuild(const ChartOptions& opt) {
   c->addAxis(x_axis_, Qt::AlignBottom);
   c->addAxis(y_axis_, Qt::AlignLeft);
   for (size_t i = 0; i < names_.size(); ++i) {
-    const QColor color = kPalette[i % std::size(kPalette)];
+    const QColor color = QColor::fromRgb(client::series_color(i));
     Line line;
     line.raw = new QLineSeries;
     line.smooth = new QLineSeries;
@@ -215,7 +202,7 @@ void ChartPanel::redraw(const client::RunState& state, const ChartOptions& opt) 
   // Ticks at round numbers inside the data's range (not a range stretched to round ends).
   for (QAbstractAxis* a : {x_axis_, y_axis_})
     if (auto* v = qobject_cast<QValueAxis*>(a)) {
-      const double step = nice_step(v->max() - v->min(), a == x_axis_ ? 8 : 6);
+      const double step = client::tick_step(v->max() - v->min(), a == x_axis_ ? 8 : 6);
       v->setTickType(QValueAxis::TicksDynamic);
       v->setTickAnchor(0);
       v->setTickInterval(step);

@@ -12,6 +12,8 @@
 #include "main_window.hpp"
 
 int main(int argc, char** argv) {
+  QElapsedTimer since_start;
+  since_start.start();
   QApplication app(argc, argv);
   QApplication::setOrganizationName("gantry");
   QApplication::setApplicationName("gantry-monitor");
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   cli.addOption({"screenshot", "save the window as PNG once the run has ended, then exit", "FILE"});
   cli.addOption({"timeout", "with --screenshot: give up after S seconds (exit 1)", "S", "120"});
   cli.addOption({"size", "window size WxH", "WxH"});
+  cli.addOption({"verbose", "print start-up timings"});
   cli.process(app);
 
   gantry::monitor::MainWindow window;
@@ -43,6 +46,10 @@ int main(int argc, char** argv) {
     }
   }
   window.show();
+  if (cli.isSet("verbose"))  // the first event-loop turn after show(): the window has been painted
+    QTimer::singleShot(0, &window, [&since_start] {
+      std::fprintf(stderr, "gantry-monitor: first frame after %lld ms\n", static_cast<long long>(since_start.elapsed()));
+    });
   if (text.isEmpty()) QTimer::singleShot(0, &window, &gantry::monitor::MainWindow::show_connect_dialog);
 
   if (cli.isSet("screenshot")) {

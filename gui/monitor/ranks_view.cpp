@@ -6,19 +6,8 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
-#include "run_view.hpp"
 
 namespace gantry::monitor {
-
-double stale_after(const client::RunState& state) {
-  double interval = 0;
-  const auto& series = state.series();
-  if (!series.empty()) {
-    const auto& s = series.begin()->second;
-    if (s.size() >= 2) interval = s.wall_times.back() - s.wall_times[s.size() - 2];
-  }
-  return std::max(10.0, 3 * interval);
-}
 
 RanksView::RanksView(QWidget* parent) : QWidget(parent) {
   table_ = new QTableWidget(0, 6);
@@ -37,18 +26,17 @@ void RanksView::refresh(const client::RunState& state, double now) {
   table_->setRowCount(static_cast<int>(ranks.size()));
   stale_.clear();
   const bool live = state.status() == client::RunStatus::kRunning;
-  const double limit = stale_after(state);
   int row = 0;
   for (const auto& [rank, r] : ranks) {
     const double silent = now - r.wall_time;
-    const bool stale = live && silent > limit;
+    const bool stale = state.is_stale(r, now);
     if (stale) stale_.push_back(rank);
     const QStringList cells = {QString::number(rank),
                                QString::fromStdString(r.host),
                                QString::number(r.step),
                                QString::number(r.samples_per_s, 'f', 1),
                                QString::number(r.rss_mib, 'f', 0),
-                               live ? duration_text(std::max(0.0, silent)) + " ago" + (stale ? "  (stopped reporting)" : "")
+                               live ? QString::fromStdString(client::duration_text(std::max(0.0, silent))) + " ago" + (stale ? "  (stopped reporting)" : "")
                                     : QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(r.wall_time * 1000)).toString("HH:mm:ss")};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = table_->item(row, c);

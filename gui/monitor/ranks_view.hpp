@@ -25,8 +25,4 @@ class RanksView : public QWidget {
   std::vector<uint32_t> stale_;
 };
 
-/// Seconds of silence after which a rank of a running run counts as stale:
-/// 3 report intervals, at least 10 s.
-double stale_after(const client::RunState& state);
-
 }  // namespace gantry::monitor

@@ -28,15 +28,9 @@ void add_yaml(QTreeWidgetItem* parent, const QString& key, const YAML::Node& nod
   }
 }
 
-}  // namespace
+QString duration_text(double s) { return QString::fromStdString(client::duration_text(s)); }
 
-QString duration_text(double s) {
-  if (s < 0) return "-";
-  const auto t = static_cast<long long>(std::llround(s));
-  if (t >= 3600) return QString("%1 h %2 min").arg(t / 3600).arg((t % 3600) / 60, 2, 10, QChar('0'));
-  if (t >= 60) return QString("%1 min %2 s").arg(t / 60).arg(t % 60, 2, 10, QChar('0'));
-  return QString("%1 s").arg(t);
-}
+}  // namespace
 
 RunView::RunView(QWidget* parent) : QWidget(parent) {
   form_ = new QFormLayout;

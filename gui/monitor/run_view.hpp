@@ -28,7 +28,4 @@ class RunView : public QWidget {
   std::string shown_config_;
 };
 
-/// "1 h 02 min", "3 min 05 s", "12 s".
-QString duration_text(double seconds);
-
 }  // namespace gantry::monitor

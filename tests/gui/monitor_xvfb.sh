@@ -6,33 +6,21 @@
 #   monitor_xvfb.sh GANTRY GANTRY_MONITOR CONFIG WORK_DIR
 set -uo pipefail
 gantry=$(realpath "$1") monitor=$(realpath "$2") config=$(realpath "$3") work=$4
-rm -rf "$work" && mkdir -p "$work/home"
-cd "$work"
+source "$(dirname "$0")/xvfb_common.sh"
+rm -rf "$work" && mkdir -p "$work/home" && cd "$work" || exit 1
 export HOME="$work/home"   # QSettings of this test stay here
-fail() { echo "FAIL: $*"; exit 1; }
-if ! command -v xvfb-run >/dev/null; then fail "xvfb-run is missing (scripts/setup.sh installs xvfb)"; fi
-x() { xvfb-run -a -s "-screen 0 1280x800x24" "$@"; }
-png_size() { python3 -c 'import struct,sys; d=open(sys.argv[1],"rb").read(24); assert d[:8]==b"\x89PNG\r\n\x1a\n"; print(*struct.unpack(">II", d[16:24]))' "$1"; }
 
 # 1. Live: start a run, paste its monitor line, watch it to the end.
-"$gantry" train "$config" trainer.max_steps=600 trainer.log_every_n_steps=10 trainer.image_every_n_steps=100 \
-  trainer.threads=1 trainer.progress=none monitor.enabled=true > train.log 2>&1 &
-train=$!
-for _ in $(seq 600); do
-  [[ -s runs/gan_fashion_mnist/latest/monitor.txt ]] && break
-  kill -0 $train 2>/dev/null || break
-  sleep 0.1
-done
-line=$(cat runs/gan_fashion_mnist/latest/monitor.txt) || fail "no monitor.txt; gantry train said: $(cat train.log)"
-echo "the runner printed: $line"
-start=$(date +%s.%N)
+start_run "$gantry" "$config" 600
 x "$monitor" "$line" --screenshot live.png --size 1280x800 --timeout 120 > live.log 2>&1
 rc=$?
 wait $train || fail "gantry train failed: $(cat train.log)"
 [[ $rc -eq 0 ]] || fail "gantry-monitor (live) exited $rc: $(cat live.log)"
-read -r w h < <(png_size live.png) || fail "live.png is not a PNG"
+read -r w h orange blue < <(png_check stats live.png) || fail "live.png is not a PNG"
 [[ $w -eq 1280 && $h -eq 800 ]] || fail "live.png is ${w}x${h}, expected 1280x800"
-echo "live: watched to the end, screenshot live.png ${w}x${h} ($(stat -c %s live.png) bytes)"
+((orange > 300 && blue > 300)) || fail "live.png lacks a curve: $orange orange, $blue blue pixels"
+k=$(png_check contains live.png runs/gan_fashion_mnist/latest/images/generated_0000600.png) || fail "live.png: the step-600 grid is not shown"
+echo "live: watched to the end, live.png ${w}x${h}, $orange g_loss pixels, $blue d_loss pixels, the step-600 grid at ${k}x"
 
 # 2. Offline: the finished run from its directory.
 t0=$(date +%s%N)

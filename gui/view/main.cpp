@@ -1,0 +1,150 @@
+// gantry-view: a small Dear ImGui window (GLFW + OpenGL 3) on the same stream
+// as gantry-monitor, for a login node over X forwarding or beside a local run.
+//   gantry-view 127.0.0.1:5555 --token T      (or the runner's whole 'monitor:' line)
+//   gantry-view runs/gan_fashion_mnist/latest
+//   gantry-view RUN_DIR --screenshot shot.png  (save the window once the run has ended, then exit)
+#include <CLI/CLI.hpp>
+#include <GL/gl.h>
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <stb/stb_image_write.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "run_state.hpp"
+#include "source.hpp"
+#include "viewer.hpp"
+
+namespace {
+
+bool save_screenshot(GLFWwindow* window, const std::string& path) {
+  int w = 0, h = 0;
+  glfwGetFramebufferSize(window, &w, &h);
+  std::vector<unsigned char> rgba(static_cast<size_t>(w) * h * 4);
+  glReadBuffer(GL_BACK);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
+  std::vector<unsigned char> flipped(rgba.size());  // GL's rows go bottom-up
+  for (int y = 0; y < h; ++y)
+    std::copy_n(&rgba[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4, &flipped[static_cast<size_t>(y) * w * 4]);
+  return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), w * 4) != 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto t_start = std::chrono::steady_clock::now();
+  CLI::App app{"gantry-view: watch a gantry run (loss curves, image grids, ranks) in a small ImGui window"};
+  std::vector<std::string> target_words;
+  std::string token, screenshot, size = "1100x700";
+  double timeout_s = 120;
+  bool verbose = false;
+  app.add_option("target", target_words, "HOST:PORT, the runner's 'monitor:' line, or a run directory")->required();
+  app.add_option("--token", token, "the run's token (printed by the runner, and in RUN_DIR/monitor.txt)");
+  app.add_option("--screenshot", screenshot, "save the window as PNG once the run has ended, then exit");
+  app.add_option("--timeout", timeout_s, "with --screenshot: give up after this many seconds (exit 1)");
+  app.add_option("--size", size, "window size WxH");
+  app.add_flag("--verbose", verbose, "print start-up timings");
+  CLI11_PARSE(app, argc, argv);
+
+  std::string text;
+  for (const auto& w : target_words) text += (text.empty() ? "" : " ") + w;
+  gantry::client::Target target;
+  try {
+    target = gantry::client::parse_target(text, token);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "gantry-view: %s\n", e.what());
+    return 2;
+  }
+  int width = 1100, height = 700;
+  if (std::sscanf(size.c_str(), "%dx%d", &width, &height) != 2 || width < 200 || height < 150) {
+    std::fprintf(stderr, "gantry-view: --size %s: expected WxH, at least 200x150\n", size.c_str());
+    return 2;
+  }
+
+  glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "gantry-view: GLFW error %d: %s\n", code, what); });
+  if (!glfwInit()) {
+    std::fprintf(stderr, "gantry-view: cannot open a window (no display? set DISPLAY, or use ssh -X)\n");
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
+  GLFWwindow* window = glfwCreateWindow(width, height, ("gantry-view: " + target.describe()).c_str(), nullptr, nullptr);
+  if (!window) {
+    std::fprintf(stderr, "gantry-view: cannot create an OpenGL 3 window\n");
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // nothing written next to the user's files
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 130");
+
+  int rc = 0;
+  {
+    std::unique_ptr<gantry::client::Source> source = gantry::client::open_source(target);
+    gantry::client::RunState state;
+    gantry::view::Viewer viewer;
+    std::vector<gantry::wire::Message> inbox;
+    int frames_after_end = -1;
+    bool first_frame = true;
+    while (!glfwWindowShouldClose(window)) {
+      // Sleep until input or 50 ms pass: at most 20 redraws a second when idle.
+      glfwWaitEventsTimeout(0.05);
+      inbox.clear();
+      source->drain(inbox);
+      for (const auto& m : inbox) state.apply(m);
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui_ImplGlfw_NewFrame();
+      ImGui::NewFrame();
+      viewer.draw(state, source->status());
+      ImGui::Render();
+      int fw = 0, fh = 0;
+      glfwGetFramebufferSize(window, &fw, &fh);
+      glViewport(0, 0, fw, fh);
+      glClearColor(0.08f, 0.08f, 0.09f, 1);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      if (first_frame && verbose) {
+        std::fprintf(stderr, "gantry-view: first frame after %.0f ms\n",
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_start).count());
+        first_frame = false;
+      }
+      if (!screenshot.empty()) {
+        using gantry::client::RunStatus;
+        const RunStatus s = state.status();
+        const bool ended = s == RunStatus::kFinished || s == RunStatus::kFailed || s == RunStatus::kStopped;
+        const bool late = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() > timeout_s;
+        if ((ended || late) && frames_after_end < 0) frames_after_end = 0;
+        if (frames_after_end >= 0 && ++frames_after_end >= 3) {  // a few frames so layout settles
+          if (!save_screenshot(window, screenshot)) {
+            std::fprintf(stderr, "gantry-view: cannot write %s\n", screenshot.c_str());
+            rc = 1;
+          } else if (!ended) {
+            std::fprintf(stderr, "gantry-view: the run had not ended (%s); screenshot taken anyway\n",
+                         source->status().text.c_str());
+            rc = 1;
+          }
+          glfwSetWindowShouldClose(window, 1);
+        }
+      }
+      glfwSwapBuffers(window);
+    }
+  }
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return rc;
+}

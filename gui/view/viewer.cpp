@@ -1,0 +1,316 @@
+#include "viewer.hpp"
+
+#include <GL/gl.h>
+#include <imgui.h>
+#include <stb/stb_image.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <limits>
+#include <set>
+
+namespace gantry::view {
+
+namespace {
+
+ImU32 color(uint32_t rgb, int alpha) {
+  return IM_COL32((rgb >> 16) & 0xff, (rgb >> 8) & 0xff, rgb & 0xff, alpha);
+}
+
+double now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string hms(double unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
+  return buf;
+}
+
+}  // namespace
+
+Viewer::~Viewer() {
+  if (texture_) glDeleteTextures(1, &texture_);
+}
+
+void Viewer::draw(const client::RunState& state, const client::SourceStatus& source) {
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(vp->WorkPos);
+  ImGui::SetNextWindowSize(vp->WorkSize);
+  ImGui::Begin("gantry-view", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  draw_status(state, source);
+  const float bottom = 150;  // ranks and events
+  const float avail_h = ImGui::GetContentRegionAvail().y - bottom;
+  const float left_w = ImGui::GetContentRegionAvail().x * 0.6f;
+
+  ImGui::BeginChild("charts", ImVec2(left_w, avail_h));
+  ImGui::SetNextItemWidth(160);
+  ImGui::SliderFloat("smoothing", &smoothing_, 0.0f, 0.999f, "%.3f");
+  ImGui::SameLine();
+  ImGui::Checkbox("log y", &log_y_);
+  std::set<std::string> groups;
+  for (const auto& [name, s] : state.series()) groups.insert(client::metric_group(name));
+  if (groups.empty()) ImGui::TextDisabled("no scalars yet");
+  const float chart_h = groups.empty() ? 0
+                                       : std::max(120.0f, (ImGui::GetContentRegionAvail().y -
+                                                           ImGui::GetStyle().ItemSpacing.y * groups.size()) /
+                                                              static_cast<float>(groups.size()));
+  for (const auto& g : groups) draw_chart(state, g, chart_h);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("image", ImVec2(0, avail_h));
+  draw_image(state);
+  ImGui::EndChild();
+
+  ImGui::BeginChild("ranks", ImVec2(left_w, 0), true);
+  draw_ranks(state);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("events", ImVec2(0, 0), true);
+  draw_events(state);
+  ImGui::EndChild();
+  ImGui::End();
+}
+
+void Viewer::draw_status(const client::RunState& state, const client::SourceStatus& source) {
+  const auto& info = state.info();
+  ImGui::Text("%s", info ? (info->name + "  (" + info->plugin + " " + info->plugin_version + ")").c_str() : "waiting for the run");
+  ImGui::SameLine();
+  const client::RunStatus st = state.status();
+  const ImVec4 status_color = st == client::RunStatus::kFailed   ? ImVec4(1, 0.3f, 0.3f, 1)
+                              : st == client::RunStatus::kRunning ? ImVec4(0.4f, 0.9f, 0.4f, 1)
+                                                                  : ImVec4(0.8f, 0.8f, 0.8f, 1);
+  ImGui::TextColored(status_color, "[%s]", client::to_string(st));
+  ImGui::SameLine();
+  if (info && info->total_steps > 0)
+    ImGui::Text("step %lld / %lld", static_cast<long long>(state.latest_step()), static_cast<long long>(info->total_steps));
+  else
+    ImGui::Text("step %lld", static_cast<long long>(state.latest_step()));
+  if (info) {
+    ImGui::SameLine();
+    const bool running = st == client::RunStatus::kRunning;
+    const double end = running ? std::max(state.latest_wall_time(), now_unix()) : state.latest_wall_time();
+    const double sps = state.seconds_per_step();
+    ImGui::Text("| %u rank%s, %u node%s | elapsed %s | %s | ETA %s", info->world_size, info->world_size == 1 ? "" : "s",
+                info->num_nodes, info->num_nodes == 1 ? "" : "s", client::duration_text(end - info->start_time).c_str(),
+                sps > 0 ? (std::to_string(static_cast<int>(1.0 / sps + 0.5)) + " steps/s").c_str() : "- steps/s",
+                running ? client::duration_text(state.eta_seconds()).c_str() : "-");
+  }
+  ImGui::TextDisabled("%s: %s", client::to_string(source.state), source.text.c_str());
+  if (!state.alerts().empty()) {
+    const wire::Event& e = state.alerts().back();
+    ImGui::PushStyleColor(ImGuiCol_ChildBg, IM_COL32(198, 40, 40, 255));
+    ImGui::BeginChild("alert", ImVec2(0, ImGui::GetTextLineHeightWithSpacing() + 8), false);
+    ImGui::SetCursorPos(ImVec2(6, 4));
+    if (e.kind == "nan")
+      ImGui::Text("NaN or Inf in %s at step %lld", e.text.c_str(), static_cast<long long>(e.step));
+    else
+      ImGui::Text("Run failed at step %lld: %s", static_cast<long long>(e.step), e.text.c_str());
+    ImGui::EndChild();
+    ImGui::PopStyleColor();
+  }
+}
+
+void Viewer::draw_chart(const client::RunState& state, const std::string& group, float height) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  const ImVec2 size(ImGui::GetContentRegionAvail().x, height);
+  ImGui::InvisibleButton(group.c_str(), size);
+  const bool hovered = ImGui::IsItemHovered();
+  const ImVec2 p1(p0.x + size.x, p0.y + size.y);
+  dl->AddRectFilled(p0, p1, IM_COL32(24, 24, 28, 255));
+  const float left = 56, right = 10, top = 22, below = 20;
+  const ImVec2 a(p0.x + left, p0.y + top), b(p1.x - right, p1.y - below);
+  if (b.x - a.x < 20 || b.y - a.y < 20) return;
+  dl->AddText(ImVec2(p0.x + 6, p0.y + 4), IM_COL32(230, 230, 230, 255), group.c_str());
+
+  std::vector<std::string> names;
+  for (const auto& [name, s] : state.series())
+    if (client::metric_group(name) == group) names.push_back(name);
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0;
+  for (const auto& n : names) {
+    const auto& s = state.series().at(n);
+    if (s.size()) x0 = std::min(x0, s.steps.front()), x1 = std::max(x1, s.steps.back());
+  }
+  if (!(x0 <= x1)) return;
+  if (x1 == x0) x1 = x0 + 1;
+  const int columns = std::max(10, static_cast<int>(b.x - a.x));
+
+  // Decimate first (min/max per pixel column), then scale y to what is drawn.
+  struct Drawn {
+    std::vector<size_t> raw, smooth;
+    const std::vector<double>* sv;
+  };
+  std::vector<Drawn> drawn;
+  double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
+  auto fy = [&](double v) { return log_y_ ? std::log10(v) : v; };
+  auto usable = [&](double v) { return std::isfinite(v) && (!log_y_ || v > 0); };
+  for (const auto& n : names) {
+    const auto& s = state.series().at(n);
+    Line& line = lines_[n];
+    const auto& sm = line.smoother.update(s.values, smoothing_, s.generation);
+    Drawn d{line.raw.decimate(s.steps, s.values, x0, x1, columns, s.generation), {}, &sm};
+    if (smoothing_ > 0) d.smooth = line.smooth.decimate(s.steps, sm, x0, x1, columns, line.smoother.generation());
+    for (size_t i : d.raw)
+      if (usable(s.values[i])) y0 = std::min(y0, fy(s.values[i])), y1 = std::max(y1, fy(s.values[i]));
+    drawn.push_back(std::move(d));
+  }
+  if (!(y0 <= y1)) y0 = 0, y1 = 1;
+  const double pad = (y1 - y0) * 0.05 + (y1 == y0 ? 0.5 : 0);
+  y0 -= pad, y1 += pad;
+  auto px = [&](double x) { return static_cast<float>(a.x + (x - x0) / (x1 - x0) * (b.x - a.x)); };
+  auto py = [&](double y) { return static_cast<float>(b.y - (fy(y) - y0) / (y1 - y0) * (b.y - a.y)); };
+
+  // Grid and tick labels at round values.
+  const ImU32 grid = IM_COL32(70, 70, 78, 255), label = IM_COL32(170, 170, 170, 255);
+  char buf[64];
+  const double ys = client::tick_step(y1 - y0, 5);
+  for (double t = std::ceil(y0 / ys) * ys; t <= y1; t += ys) {
+    const float y = static_cast<float>(b.y - (t - y0) / (y1 - y0) * (b.y - a.y));
+    dl->AddLine(ImVec2(a.x, y), ImVec2(b.x, y), grid);
+    std::snprintf(buf, sizeof buf, "%.3g", log_y_ ? std::pow(10.0, t) : t);
+    dl->AddText(ImVec2(p0.x + 4, y - 7), label, buf);
+  }
+  const double xs = client::tick_step(x1 - x0, 6);
+  for (double t = std::ceil(x0 / xs) * xs; t <= x1; t += xs) {
+    dl->AddLine(ImVec2(px(t), a.y), ImVec2(px(t), b.y), grid);
+    std::snprintf(buf, sizeof buf, "%.6g", t);
+    dl->AddText(ImVec2(px(t) - 10, b.y + 3), label, buf);
+  }
+  dl->PushClipRect(a, b, true);
+  std::vector<ImVec2> pts;
+  for (size_t k = 0; k < names.size(); ++k) {
+    const auto& s = state.series().at(names[k]);
+    const uint32_t rgb = client::series_color(k);
+    auto polyline = [&](const std::vector<size_t>& idx, const std::vector<double>& y, ImU32 col, float thick) {
+      pts.clear();
+      for (size_t i : idx)
+        if (usable(y[i])) pts.emplace_back(px(s.steps[i]), py(y[i]));
+      if (pts.size() >= 2) dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), col, 0, thick);
+    };
+    polyline(drawn[k].raw, s.values, color(rgb, smoothing_ > 0 ? 80 : 255), 1.0f);
+    if (smoothing_ > 0) polyline(drawn[k].smooth, *drawn[k].sv, color(rgb, 255), 2.0f);
+  }
+  dl->PopClipRect();
+  // Legend, then the hover read-out.
+  float lx = p0.x + 12 + ImGui::CalcTextSize(group.c_str()).x;
+  for (size_t k = 0; k < names.size(); ++k) {
+    dl->AddRectFilled(ImVec2(lx + 6, p0.y + 8), ImVec2(lx + 14, p0.y + 16), color(client::series_color(k), 255));
+    dl->AddText(ImVec2(lx + 18, p0.y + 4), label, names[k].c_str());
+    lx += 28 + ImGui::CalcTextSize(names[k].c_str()).x;
+  }
+  if (hovered) {
+    const double at = x0 + (ImGui::GetIO().MousePos.x - a.x) / (b.x - a.x) * (x1 - x0);
+    std::string text;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const auto& s = state.series().at(names[k]);
+      const long i = client::nearest_index(s.steps, at);
+      if (i < 0) continue;
+      if (text.empty()) text = "step " + std::to_string(static_cast<long long>(s.steps[i]));
+      std::snprintf(buf, sizeof buf, "\n%s %.5g (smoothed %.5g)", names[k].c_str(), s.values[i], (*drawn[k].sv)[i]);
+      text += buf;
+    }
+    ImGui::SetTooltip("%s", text.c_str());
+  }
+}
+
+void Viewer::upload(const client::RunState& state, int i) {
+  const uint64_t key = state.images().size();
+  if (i == texture_image_ && key == texture_key_) return;
+  const std::string& png = state.images()[static_cast<size_t>(i)].png;
+  int w = 0, h = 0, n = 0;
+  unsigned char* rgba = stbi_load_from_memory(reinterpret_cast<const unsigned char*>(png.data()),
+                                              static_cast<int>(png.size()), &w, &h, &n, 4);
+  texture_image_ = i;
+  texture_key_ = key;
+  if (!rgba) {
+    tex_w_ = tex_h_ = 0;
+    return;
+  }
+  if (!texture_) glGenTextures(1, &texture_);
+  glBindTexture(GL_TEXTURE_2D, texture_);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+  glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA, w, h, 0, GL_RGBA, GL_UNSIGNED_BYTE, rgba);
+  stbi_image_free(rgba);
+  tex_w_ = w, tex_h_ = h;
+}
+
+void Viewer::draw_image(const client::RunState& state) {
+  const int n = static_cast<int>(state.images().size());
+  if (n == 0) {
+    ImGui::TextDisabled("no image yet");
+    return;
+  }
+  if (follow_ || image_ < 0 || image_ >= n) image_ = n - 1;
+  upload(state, image_);
+  const wire::Image& img = state.images()[static_cast<size_t>(image_)];
+  ImGui::Text("%s at step %lld  (%d of %d)", img.tag.c_str(), static_cast<long long>(img.step), image_ + 1, n);
+  const ImVec2 room(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y - 2 * ImGui::GetFrameHeightWithSpacing());
+  if (tex_w_ > 0 && room.x > 0 && room.y > 0) {
+    // Whole-pixel scale when it fits (crisp), else shrink to fit.
+    float k = std::min(room.x / tex_w_, room.y / tex_h_);
+    if (k >= 1) k = std::floor(k);
+    ImGui::SetCursorPosX(ImGui::GetCursorPosX() + std::floor((room.x - tex_w_ * k) / 2));  // whole pixels
+    ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture_)), ImVec2(tex_w_ * k, tex_h_ * k));
+  } else if (tex_w_ == 0) {
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.4f, 1), "this grid's PNG does not decode");
+  }
+  ImGui::SetNextItemWidth(ImGui::GetContentRegionAvail().x * 0.7f);
+  int pick = image_;
+  if (ImGui::SliderInt("##step", &pick, 0, n - 1, "grid %d") && pick != image_) {
+    image_ = pick;
+    follow_ = image_ == n - 1;
+  }
+  ImGui::SameLine();
+  ImGui::Checkbox("follow latest", &follow_);
+}
+
+void Viewer::draw_ranks(const client::RunState& state) {
+  const bool live = state.status() == client::RunStatus::kRunning;
+  const double now = now_unix();
+  if (!ImGui::BeginTable("ranks", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY))
+    return;
+  for (const char* h : {"rank", "host", "step", "samples/s", "RSS MiB", "last seen"}) ImGui::TableSetupColumn(h);
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableHeadersRow();
+  for (const auto& [rank, r] : state.ranks()) {
+    ImGui::TableNextRow();
+    const bool stale = state.is_stale(r, now);
+    if (stale) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(150, 40, 40, 255));
+    ImGui::TableNextColumn();
+    ImGui::Text("%u", rank);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(r.host.c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%lld", static_cast<long long>(r.step));
+    ImGui::TableNextColumn();
+    ImGui::Text("%.1f", r.samples_per_s);
+    ImGui::TableNextColumn();
+    ImGui::Text("%.0f", r.rss_mib);
+    ImGui::TableNextColumn();
+    if (live) ImGui::Text("%s ago%s", client::duration_text(std::max(0.0, now - r.wall_time)).c_str(), stale ? " (stopped reporting)" : "");
+    else ImGui::TextDisabled("%s", hms(r.wall_time).c_str());
+  }
+  ImGui::EndTable();
+}
+
+void Viewer::draw_events(const client::RunState& state) {
+  for (const auto& e : state.events()) {
+    const bool bad = e.kind == "nan" || e.kind == "failed";
+    ImGui::TextColored(bad ? ImVec4(1, 0.4f, 0.4f, 1) : ImVec4(0.75f, 0.75f, 0.75f, 1), "%6lld  %-10s %s",
+                       static_cast<long long>(e.step), e.kind.c_str(), e.text.c_str());
+  }
+  if (ImGui::GetScrollY() >= ImGui::GetScrollMaxY() - 1) ImGui::SetScrollHereY(1.0f);
+}
+
+}  // namespace gantry::view
