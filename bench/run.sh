@@ -1,43 +1,86 @@
 #!/usr/bin/env bash
-# Steady-state speed of `gantry train` on the demo config against a bare
-# LibTorch loop of the same model, data and optimizers, in the same run.
-# Runs alternate (gantry, bare, bare, bare, gantry, ...) because these machines
-# are noisy; each ratio is taken within a round, and the table shows medians.
-#   bench/run.sh [pairs=5] [steps=1100] [threads=1] [batch=64]
+# The benchmark suite: gantry against a bare LibTorch C++ loop, the same loop
+# in Python (Debian's python3-torch: the same LibTorch underneath) and the
+# machine's matmul limit, on the GAN demo; one table.
+#   bench/run.sh [rounds=3] [steps=700]
+# Each configuration (batch 64/256, 1/2 threads) runs gantry, bare, Python in
+# turn, `rounds` times; figures are medians, ratios are taken within a round
+# (these machines are noisy). Steady state: steps after the warm-up only.
+# gantry runs as a user runs it: stream server, run log, TensorBoard files,
+# metrics.csv, grids, a checkpoint at the end. DDP rows: bench/run_ddp.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pairs=${1:-5} steps=${2:-1100} threads=${3:-1} batch=${4:-64}
-warmup=100
-cmake --build build --target gantry gan bare_gan >/dev/null
+rounds=${1:-3} steps=${2:-700}
+cmake --build build --target gantry gan bare_gan gemm_rate >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-
+med() { printf '%s\n' $1 | median; }
 tuned="glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=268435456:glibc.malloc.top_pad=67108864"
-g_all=() b_all=() bi_all=() bt_all=() r_all=() ri_all=() rt_all=()
-for i in $(seq "$pairs"); do
-  build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps="$steps" \
-    trainer.threads="$threads" data.batch_size="$batch" trainer.progress=none \
-    trainer.log_every_n_steps=50 trainer.out_dir="$out" name="run$i" >/dev/null
-  g=$(python3 bench/gantry_steps_per_s.py "$out/run$i/latest/metrics.csv" "$warmup")
-  b=$(build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" | awk '{print $2}')
-  bi=$(build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" --inputs | awk '{print $2}')
-  bt=$(GLIBC_TUNABLES=$tuned build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" --inputs | awk '{print $2}')
-  g_all+=("$g") b_all+=("$b") bi_all+=("$bi") bt_all+=("$bt")
-  r_all+=("$(echo "$g / $b" | bc -l)") ri_all+=("$(echo "$g / $bi" | bc -l)") rt_all+=("$(echo "$g / $bt" | bc -l)")
-  echo "round $i: gantry $g  bare $b  bare(inputs=) $bi  bare(inputs=, malloc tuned) $bt steps/s" >&2
-done
+timed() {  # CMD... -> its stdout; peak RSS (KiB) appended to $out/rss
+  /usr/bin/time -f "%M" -o "$out/rss.one" "$@"
+  cat "$out/rss.one" >> "$out/rss"
+}
 
-med() { printf '%s\n' "$@" | median; }
-printf '\nGAN, batch %s, %s thread(s), steps %s..%s, %s alternating runs each (median)\n\n' \
-  "$batch" "$threads" "$warmup" "$steps" "$pairs"
-printf '| loop | steps/s | samples/s | gantry / this (paired median) |\n|---|---|---|---|\n'
-printf '| gantry train (plugin, DataLoader thread, metrics.csv, grids, checkpoint at end) | %.1f | %.0f | 1.00 |\n' \
-  "$(med "${g_all[@]}")" "$(echo "$(med "${g_all[@]}") * $batch" | bc -l)"
-printf '| bare LibTorch loop, loss.backward() | %.1f | %.0f | %.3f |\n' \
-  "$(med "${b_all[@]}")" "$(echo "$(med "${b_all[@]}") * $batch" | bc -l)" "$(med "${r_all[@]}")"
-printf '| bare LibTorch loop, backward(inputs=G params) | %.1f | %.0f | %.3f |\n' \
-  "$(med "${bi_all[@]}")" "$(echo "$(med "${bi_all[@]}") * $batch" | bc -l)" "$(med "${ri_all[@]}")"
-printf '| bare loop, backward(inputs=), glibc malloc tuned as gantry does | %.1f | %.0f | %.3f |\n' \
-  "$(med "${bt_all[@]}")" "$(echo "$(med "${bt_all[@]}") * $batch" | bc -l)" "$(med "${rt_all[@]}")"
+declare -A sps rss ratio floor gflops
+run_config() {  # batch threads
+  local b=$1 t=$2 n=$steps w=100 key="$1x$2"
+  ((b > 64)) && n=$((steps * 64 / b + 150)) && w=100
+  read -r flop rate fl _ < <(build/bin/gemm_rate --batch "$b" --threads "$t" --seconds 3 | awk '{print $2, $4, $6, $8}')
+  floor[$key]=$fl gflops[$key]=$rate flop_per_step[$b]=$flop
+  for r in $(seq "$rounds"); do
+    : > "$out/rss"
+    timed build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps="$n" trainer.threads="$t" \
+      data.batch_size="$b" trainer.progress=none trainer.log_every_n_steps=50 monitor.enabled=true \
+      trainer.out_dir="$out" name="g$key$r" >/dev/null
+    local g; g=$(python3 bench/gantry_steps_per_s.py "$out/g$key$r/latest/metrics.csv" "$w")
+    local c; c=$(timed build/bin/bare_gan --steps "$n" --warmup "$w" --threads "$t" --batch "$b" | awk '{print $2}')
+    local p; p=$(timed /usr/bin/python3 bench/python_gan.py --threads "$t" --batch "$b" --steps "$n" --warmup "$w" \
+      | awk -v b="$b" '{print $2 / b}')
+    mapfile -t kib < "$out/rss"
+    sps[$key.g]+="$g " sps[$key.c]+="$c " sps[$key.p]+="$p "
+    rss[$key.g]+="${kib[0]} " rss[$key.c]+="${kib[1]} " rss[$key.p]+="${kib[2]} "
+    ratio[$key.c]+="$(echo "$g / $c" | bc -l) " ratio[$key.p]+="$(echo "$g / $p" | bc -l) "
+    echo "batch $b, $t thread(s), round $r: gantry $g, bare $c, python $p steps/s" >&2
+  done
+}
+declare -A flop_per_step
+configs=("64 1" "256 1" "64 2" "256 2")
+for c in "${configs[@]}"; do run_config $c; done
+
+# Start-up: from `gantry train` to the end of its first step (plugin load,
+# data load, setup, one step), and the whole 1-step process.
+startup=() whole=()
+for r in $(seq "$rounds"); do
+  t0=$(date +%s.%N)
+  build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps=1 trainer.log_every_n_steps=1 \
+    trainer.threads=1 trainer.progress=none trainer.out_dir="$out" name="s$r" >/dev/null
+  t1=$(date +%s.%N)
+  first=$(awk -F, 'NR == 2 {print $3}' "$out/s$r/latest/metrics.csv")
+  startup+=("$(echo "$first - $t0" | bc -l)") whole+=("$(echo "$t1 - $t0" | bc -l)")
+done
+blas=$(build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps=1 trainer.progress=none \
+  trainer.out_dir="$out" name=b 2>&1 | sed -n 's/.* | \([^|]*\), [0-9]* threads\{0,1\}$/\1/p' | head -1)
+
+printf '\nGAN demo (Fashion-MNIST), %s rounds, median; "x floor": fraction of the matmul-only floor\n\n' "$rounds"
+printf '| batch | threads | loop | steps/s | samples/s | GFLOP/s | x floor | gantry / this | peak RSS MiB |\n'
+printf '|---|---|---|---|---|---|---|---|---|\n'
+for c in "${configs[@]}"; do
+  read -r b t <<<"$c"
+  key="${b}x${t}"
+  for impl in g c p; do
+    s=$(med "${sps[$key.$impl]}")
+    name=$([[ $impl == g ]] && echo "gantry train" || { [[ $impl == c ]] && echo "bare LibTorch C++" || echo "Python (python3-torch)"; })
+    r=$([[ $impl == g ]] && echo "1.00" || printf '%.2f' "$(med "${ratio[$key.$impl]}")")
+    printf '| %s | %s | %s | %.1f | %.0f | %.1f | %.0f%% | %s | %.0f |\n' "$b" "$t" "$name" "$s" \
+      "$(echo "$s * $b" | bc -l)" "$(echo "$s * ${flop_per_step[$b]} / 1e9" | bc -l)" \
+      "$(echo "100 * $s / ${floor[$key]}" | bc -l)" "$r" "$(echo "$(med "${rss[$key.$impl]}") / 1024" | bc -l)"
+  done
+  printf '| %s | %s | matmul-only floor (%s GFLOP/s through the same BLAS) | %.1f | %.0f | %s | 100%% | | |\n' \
+    "$b" "$t" "${gflops[$key]}" "${floor[$key]}" "$(echo "${floor[$key]} * $b" | bc -l)" "${gflops[$key]}"
+done
+printf '\nFLOPs per training step (matrix products, D frozen in the G step): %.1f MFLOP per sample (%.2f GFLOP at batch 64)\n' \
+  "$(echo "${flop_per_step[64]} / 64 / 1e6" | bc -l)" "$(echo "${flop_per_step[64]} / 1e9" | bc -l)"
+printf 'BLAS LibTorch uses: %s\n' "${blas:-unknown}"
+printf 'gantry train start-up to the end of the first step: %.2f s (whole 1-step run %.2f s), median of %s\n' \
+  "$(printf '%s\n' "${startup[@]}" | median)" "$(printf '%s\n' "${whole[@]}" | median)" "$rounds"

@@ -83,6 +83,7 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.dist_timeout", &E::trainer, &TrainerOptions::dist_timeout));
     f.push_back(option_field("trainer.grad_compression", &E::trainer, &TrainerOptions::grad_compression));
     f.push_back(option_field("trainer.broadcast_buffers", &E::trainer, &TrainerOptions::broadcast_buffers));
+    f.push_back(option_field("trainer.fused_adam", &E::trainer, &TrainerOptions::fused_adam));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
     f.push_back(option_field("monitor.enabled", &E::monitor, &MonitorOptions::enabled));

@@ -21,6 +21,7 @@
 #include "distributed.hpp"
 #include "errors.hpp"
 #include "files.hpp"
+#include "fused_adam.hpp"
 #include "image_grid.hpp"
 #include "metrics_csv.hpp"
 #include "progress.hpp"
@@ -54,6 +55,7 @@ struct OptimizerSlot {
   std::shared_ptr<torch::optim::Optimizer> optimizer;
   std::vector<torch::Tensor> params;  // those with requires_grad: backward's inputs
   std::unique_ptr<GradSync> sync;     // gradient all-reduce; null in a world of one
+  bool fused = false;                 // an Adam stepped by fused_adam_step
 };
 
 struct LoggedValue {
@@ -108,7 +110,10 @@ class StepContextImpl final : public StepContext {
     } else {
       loss.backward({}, c10::nullopt, false, slot->params);
     }
-    slot->optimizer->step();
+    if (slot->fused)
+      fused_adam_step(*slot->optimizer);
+    else
+      slot->optimizer->step();
     for (auto& p : slot->params) p.mutable_grad().reset();  // zero_grad(set_to_none=True)
   }
 
@@ -266,6 +271,7 @@ struct Trainer::Impl {
         for (const auto& p : g.params())
           if (p.requires_grad()) s.params.push_back(p);
       if (pg) s.sync = std::make_unique<GradSync>(*pg, s.params, t.grad_compression == "fp16");
+      s.fused = t.fused_adam && fused_adam_applies(*o.optimizer);
       slots.push_back(std::move(s));
     }
     spec = call("data_spec", [&] { return exp.system->data_spec(); });
