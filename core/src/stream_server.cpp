@@ -47,6 +47,7 @@ struct StreamServer::Impl : std::enable_shared_from_this<StreamServer::Impl> {
   std::set<std::shared_ptr<Session>> sessions;
   std::atomic<int> live{0};
   std::atomic<int64_t> pending{0};  // frames queued in all sessions
+  std::atomic<int> open{0};         // sessions not finished
 
   void accept();
 };
@@ -64,7 +65,7 @@ struct Session : std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer;
   std::deque<Item> queue;
   size_t queued_bytes = 0;
-  bool writing = false, live = false, closed = false;
+  bool writing = false, live = false, closed = false, ending = false;
   uint64_t dropped = 0, dropped_reported = 0;
   std::string peer;
 
@@ -166,7 +167,25 @@ struct Session : std::enable_shared_from_this<Session> {
       self->queue.pop_front();
       self->server->pending--;
       self->write_next();
+      self->close_if_ended();
     });
+  }
+
+  // The run is over: send what is queued, then close with a normal WebSocket
+  // close, so the client reads every message before the connection ends (an
+  // abrupt close can reset the connection and lose the run's last messages).
+  void end() {
+    if (closed) return;
+    if (!live) return drop("disconnected: the run ended");
+    ending = true;
+    close_if_ended();
+  }
+
+  void close_if_ended() {
+    if (!ending || writing || !queue.empty() || closed) return;
+    closed = true;
+    ws.async_close(websocket::close_reason(websocket::close_code::normal, "the run ended"),
+                   [self = shared_from_this()](beast::error_code) { self->finish(); });
   }
 
   void reject(const std::string& why) {
@@ -193,7 +212,7 @@ struct Session : std::enable_shared_from_this<Session> {
       live = false;
       server->live--;
     }
-    server->sessions.erase(shared_from_this());
+    if (server->sessions.erase(shared_from_this())) server->open--;
   }
 };
 
@@ -203,6 +222,7 @@ void StreamServer::Impl::accept() {
     if (!ec) {
       auto s = std::make_shared<Session>(std::move(socket), self);
       self->sessions.insert(s);
+      self->open++;
       s->start();
     }
     self->accept();
@@ -230,12 +250,16 @@ StreamServer::StreamServer(const std::string& host, int port, std::string token,
 }
 
 StreamServer::~StreamServer() {
-  // Let connected clients receive what is queued (the run's last messages), for at most 2 s.
-  for (int i = 0; i < 100 && impl_->pending.load() > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Let connected clients receive what is queued (the run's last messages)
+  // and close them normally, for at most 3 s; then drop whoever is left.
   asio::post(impl_->ioc, [impl = impl_] {
     beast::error_code ec;
     impl->acceptor.close(ec);
+    for (auto& s : std::set<std::shared_ptr<Session>>(impl->sessions)) s->end();
+  });
+  for (int i = 0; i < 150 && impl_->open.load() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  asio::post(impl_->ioc, [impl = impl_] {
     for (auto& s : std::set<std::shared_ptr<Session>>(impl->sessions)) s->drop("disconnected: the run ended");
     impl->ioc.stop();
   });

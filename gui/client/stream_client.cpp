@@ -104,6 +104,8 @@ struct StreamClient::Impl : std::enable_shared_from_this<StreamClient::Impl> {
         ++self->generation;
         return;
       }
+      if (ec == websocket::error::closed && self->ws->reason().code == websocket::close_code::normal)
+        self->ended = true;  // the server said the run ended, after sending everything
       if (ec) return self->failed(gen, "connection to " + self->where() + " lost: " + ec.message());
       wire::Message m;
       try {

@@ -280,7 +280,12 @@ void MonitorTest::clientBackfillsThenLiveAndResumesAfterADrop() {
   }
   QVERIFY2(run.finish(), run.proc.readAll().constData());
   const client::SourceStatus status = client.status();
-  QCOMPARE(client::to_string(status.state), "ended");
+  QVERIFY2(status.state == client::SourceStatus::State::kEnded,
+           qPrintable(QString("after %1 s: %2: %3 (%4 attempts, last seq %5)")
+                          .arg(t.elapsed() / 1000.0)
+                          .arg(client::to_string(status.state), QString::fromStdString(status.text))
+                          .arg(status.attempts)
+                          .arg(st.last_seq())));
   QVERIFY2(status.attempts >= 2, "the client never reconnected");
   QVERIFY(dropped);
   // Every run message exactly once, in order: seq 1, 2, ..., N.
