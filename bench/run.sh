@@ -73,14 +73,14 @@ for c in "${configs[@]}"; do
     name=$([[ $impl == g ]] && echo "gantry train" || { [[ $impl == c ]] && echo "bare LibTorch C++" || echo "Python (python3-torch)"; })
     r=$([[ $impl == g ]] && echo "1.00" || printf '%.2f' "$(med "${ratio[$key.$impl]}")")
     printf '| %s | %s | %s | %.1f | %.0f | %.1f | %.0f%% | %s | %.0f |\n' "$b" "$t" "$name" "$s" \
-      "$(echo "$s * $b" | bc -l)" "$(echo "$s * ${flop_per_step[$b]} / 1e9" | bc -l)" \
+      "$(echo "$s * $b" | bc -l)" "$(echo "$s * ${flop_per_step[$b]} / 1000000000" | bc -l)" \
       "$(echo "100 * $s / ${floor[$key]}" | bc -l)" "$r" "$(echo "$(med "${rss[$key.$impl]}") / 1024" | bc -l)"
   done
   printf '| %s | %s | matmul-only floor (%s GFLOP/s through the same BLAS) | %.1f | %.0f | %s | 100%% | | |\n' \
     "$b" "$t" "${gflops[$key]}" "${floor[$key]}" "$(echo "${floor[$key]} * $b" | bc -l)" "${gflops[$key]}"
 done
 printf '\nFLOPs per training step (matrix products, D frozen in the G step): %.1f MFLOP per sample (%.2f GFLOP at batch 64)\n' \
-  "$(echo "${flop_per_step[64]} / 64 / 1e6" | bc -l)" "$(echo "${flop_per_step[64]} / 1e9" | bc -l)"
+  "$(echo "${flop_per_step[64]} / 64 / 1000000" | bc -l)" "$(echo "${flop_per_step[64]} / 1000000000" | bc -l)"
 printf 'BLAS LibTorch uses: %s\n' "${blas:-unknown}"
 printf 'gantry train start-up to the end of the first step: %.2f s (whole 1-step run %.2f s), median of %s\n' \
   "$(printf '%s\n' "${startup[@]}" | median)" "$(printf '%s\n' "${whole[@]}" | median)" "$rounds"

@@ -14,10 +14,10 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-gantry_run() {  # ranks name -> global samples/s
-  local ranks=$1 name=$2 cmd=(build/bin/gantry train)
+gantry_run() {  # ranks name [transport] -> global samples/s
+  local ranks=$1 name=$2 transport=${3:-auto} cmd=(build/bin/gantry train)
   ((ranks > 1)) && cmd=(build/bin/gantry launch -n "$ranks")
-  "${cmd[@]}" configs/gan_fashion_mnist.yaml trainer.max_steps="$steps" trainer.threads=1 \
+  "${cmd[@]}" configs/gan_fashion_mnist.yaml trainer.max_steps="$steps" trainer.threads=1 trainer.grad_transport="$transport" \
     data.batch_size="$batch" trainer.progress=none trainer.out_dir="$out" name="$name" >/dev/null
   echo "$(python3 bench/gantry_steps_per_s.py "$out/$name/latest/metrics.csv" "$warmup") * $batch * $ranks" | bc -l
 }
@@ -31,12 +31,14 @@ for i in $(seq "$reps"); do
     all[g$ranks]+="$(gantry_run "$ranks" "g${ranks}_$i") "
     all[p$ranks]+="$(python_run "$ranks") "
   done
-  echo "rep $i: gantry 1 rank: ${all[g1]}| 2 ranks: ${all[g2]}| python 1 rank: ${all[p1]}| 2 ranks: ${all[p2]}" >&2
+  all[gg2]+="$(gantry_run 2 "gg2_$i" gloo) "
+  echo "rep $i: gantry 1 rank: ${all[g1]}| 2 ranks: ${all[g2]}| 2 ranks, Gloo: ${all[gg2]}| python 1 rank: ${all[p1]}| 2 ranks: ${all[p2]}" >&2
 done
 med() { printf '%s\n' $1 | median; }
-g1=$(med "${all[g1]}") g2=$(med "${all[g2]}") p1=$(med "${all[p1]}") p2=$(med "${all[p2]}")
+g1=$(med "${all[g1]}") g2=$(med "${all[g2]}") gg2=$(med "${all[gg2]}") p1=$(med "${all[p1]}") p2=$(med "${all[p2]}")
 printf '\nGAN, batch %s per rank, 1 thread per rank, steps %s..%s, %s runs each (median)\n\n' "$batch" "$warmup" "$steps" "$reps"
 printf '| | 1 rank (samples/s) | 2 ranks (global samples/s) | scaling efficiency |\n|---|---|---|---|\n'
-printf '| gantry (c10d::Reducer, Gloo) | %.0f | %.0f | %.0f%% |\n' "$g1" "$g2" "$(echo "100 * $g2 / (2 * $g1)" | bc -l)"
+printf '| gantry (shared memory: the default on one host) | %.0f | %.0f | %.0f%% |\n' "$g1" "$g2" "$(echo "100 * $g2 / (2 * $g1)" | bc -l)"
+printf '| gantry, trainer.grad_transport=gloo (c10d::Reducer) | %.0f | %.0f | %.0f%% |\n' "$g1" "$gg2" "$(echo "100 * $gg2 / (2 * $g1)" | bc -l)"
 printf '| Python DDP (Gloo) | %.0f | %.0f | %.0f%% |\n' "$p1" "$p2" "$(echo "100 * $p2 / (2 * $p1)" | bc -l)"
 printf '| gantry / Python | %.2f | %.2f | |\n' "$(echo "$g1 / $p1" | bc -l)" "$(echo "$g2 / $p2" | bc -l)"

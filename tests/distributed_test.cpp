@@ -165,6 +165,42 @@ TEST(Distributed, TwoRanksOfHalfBatchEqualOneRankOfFullBatch) {
   }
 }
 
+TEST(Distributed, SharedMemoryAndGlooAverageTheSameGradients) {
+  // 2 ranks on this host: the shared-memory exchange (auto picks it) and Gloo
+  // give the same parameters: each sums 2 values and halves them exactly.
+  const std::string cfg = gantry::test::source_path("tests/sdk_plugin/tiny.yaml");
+  const std::string common = " system.plugin=" + gantry::test::plugin_path("tiny") +
+                             " trainer.max_steps=20 trainer.threads=1 data.batch_size=32";
+  std::map<std::string, c10::Dict<std::string, torch::Tensor>> dicts;
+  for (std::string transport : {"shm", "gloo"}) {
+    TempDir dir;
+    const auto r = run_gantry("launch -n 2 '" + cfg + "' trainer.grad_transport=" + transport + common, dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const auto sd = state_dict_of(only_checkpoint(dir.path() / "runs/tiny/latest"));
+    c10::Dict<std::string, torch::Tensor> d;
+    for (const auto& e : sd) d.insert(e.key().toStringRef(), e.value().toTensor());
+    dicts.emplace(transport, d);
+    // Nothing is left behind in /dev/shm.
+    for (const auto& f : std::filesystem::directory_iterator("/dev/shm"))
+      EXPECT_EQ(f.path().filename().string().rfind("gantry-", 0), std::string::npos) << f.path();
+  }
+  for (const auto& e : dicts.at("shm")) {
+    const auto x = e.value(), y = dicts.at("gloo").at(e.key());
+    EXPECT_TRUE(torch::equal(x, y)) << e.key() << " max diff " << (x - y).abs().max().item<double>();
+  }
+}
+
+TEST(Distributed, SharedMemoryNeedsOneHost) {
+  TempDir dir;
+  const auto r = run_gantry("train '" + kDemo + "' trainer.num_nodes=2 trainer.grad_transport=shm", dir.path(),
+                            "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=0 MASTER_ADDR=127.0.0.1 "
+                            "MASTER_PORT=29878");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("trainer.grad_transport=shm needs every rank on one host; this job has 2 nodes"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(Distributed, RankThatNeverArrivesIsNamedWithinTheTimeout) {
   TempDir dir;
   const auto start = std::chrono::steady_clock::now();

@@ -84,6 +84,7 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.grad_compression", &E::trainer, &TrainerOptions::grad_compression));
     f.push_back(option_field("trainer.broadcast_buffers", &E::trainer, &TrainerOptions::broadcast_buffers));
     f.push_back(option_field("trainer.fused_adam", &E::trainer, &TrainerOptions::fused_adam));
+    f.push_back(option_field("trainer.grad_transport", &E::trainer, &TrainerOptions::grad_transport));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
     f.push_back(option_field("monitor.enabled", &E::monitor, &MonitorOptions::enabled));
@@ -246,6 +247,10 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
   check(t.dist_timeout > 0, "trainer.dist_timeout", "> 0 seconds");
   check(t.broadcast_buffers == "on_read" || t.broadcast_buffers == "every_step",
         "trainer.broadcast_buffers", "one of on_read, every_step");
+  check(t.grad_transport == "auto" || t.grad_transport == "gloo" || t.grad_transport == "shm",
+        "trainer.grad_transport", "auto, gloo or shm");
+  check(!(t.grad_transport == "shm" && t.grad_compression == "fp16"), "trainer.grad_compression",
+        "none with trainer.grad_transport=shm (fp16 compression is a Gloo hook)");
   check(t.grad_compression == "none" || t.grad_compression == "fp16", "trainer.grad_compression",
         "one of none, fp16");
   check(cfg.monitor.port >= 0 && cfg.monitor.port <= 65535, "monitor.port", "a TCP port, or 0 for a free one");

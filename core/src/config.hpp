@@ -36,6 +36,7 @@ struct GANTRY_CORE_EXPORT TrainerOptions {
   double dist_timeout = 300;         ///< seconds a rank waits for the others (rendezvous, collectives)
   std::string broadcast_buffers = "on_read";  ///< on_read | every_step: when rank 0's buffers (BatchNorm stats) are broadcast
   std::string grad_compression = "none";  ///< none | fp16: all-reduce gradients as fp16 (DDP's fp16_compress_hook)
+  std::string grad_transport = "auto";  ///< auto | gloo | shm: how gradients are averaged (shm: every rank on one host)
   bool fused_adam = true;            ///< step torch::optim::Adam with gantry's one-pass kernel (same math and state)
 
   double max_time_seconds() const;   ///< max_time parsed; <= 0 when unset

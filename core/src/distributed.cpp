@@ -1,5 +1,11 @@
 #include "distributed.hpp"
 
+#include <unistd.h>
+
+#include <random>
+
+#include "shm_allreduce.hpp"
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -115,6 +121,21 @@ ProcessGroup::~ProcessGroup() = default;
 
 c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup::group() const { return pg_; }
 
+std::string ProcessGroup::share(const std::string& key, const std::string& value) {
+  if (env_.rank == 0) {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    return value;
+  }
+  std::vector<uint8_t> v;
+  collective("waiting for rank 0's shared value", [&] { v = store_->get(key); });
+  return std::string(v.begin(), v.end());
+}
+
+void ProcessGroup::barrier() {
+  torch::Tensor t = torch::zeros({1});
+  allreduce_sum(t);
+}
+
 void ProcessGroup::publish_status(const std::string& line) {
   store_->set("gantry/status/" + std::to_string(env_.rank), std::vector<uint8_t>(line.begin(), line.end()));
 }
@@ -180,7 +201,30 @@ void ProcessGroup::allreduce_max(torch::Tensor& t) {
   });
 }
 
-GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, bool fp16) {
+GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transport transport, bool fp16)
+    : params_(params), world_(pg.world_size()) {
+  if (transport == Transport::kShm) {
+    size_t count = 0;
+    for (const auto& p : params_) {
+      if (!p.device().is_cpu() || p.scalar_type() != torch::kFloat)
+        throw Error("trainer.grad_transport=shm needs float32 parameters on the CPU");
+      count += static_cast<size_t>(p.numel());
+    }
+    // Rank 0 names and creates the segment; the others open it once it exists;
+    // the name is removed as soon as every rank has mapped it (nothing is left
+    // in /dev/shm, whatever happens to the job later).
+    const int id = pg.next_id();
+    std::random_device rd;
+    const std::string name = pg.share("gantry/shm/" + std::to_string(id),
+                                      pg.rank() == 0 ? "/gantry-" + std::to_string(::getpid()) + "-" +
+                                                           std::to_string(rd()) + "-" + std::to_string(id)
+                                                     : "");
+    const double timeout_s = std::chrono::duration<double>(pg.timeout()).count();
+    shm_ = std::make_unique<ShmAllreduce>(name, pg.rank(), pg.world_size(), count, pg.rank() == 0, timeout_s);
+    pg.barrier();
+    if (pg.rank() == 0) shm_->unlink();
+    return;
+  }
   constexpr int64_t kFirstBucket = 1024 * 1024, kBucket = 25 * 1024 * 1024;  // DDP's defaults
   const std::vector<bool> sparse(params.size(), false);
   auto [buckets, limits] =
@@ -198,6 +242,30 @@ GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, bool fp1
 
 GradSync::~GradSync() = default;
 
-void GradSync::prepare() { reducer_->prepare_for_backward({}); }
+void GradSync::prepare() {
+  if (reducer_) reducer_->prepare_for_backward({});
+}
+
+void GradSync::finish() {
+  if (!shm_) return;
+  torch::NoGradGuard no_grad;
+  float* slot = shm_->slot();
+  int64_t off = 0;
+  for (auto& p : params_) {
+    auto in = torch::from_blob(slot + off, p.sizes(), torch::kFloat);
+    const torch::Tensor g = p.grad();
+    if (g.defined()) in.copy_(g);
+    else in.zero_();  // no gradient on this rank: it contributes zeros
+    off += p.numel();
+  }
+  shm_->run(1.0f / static_cast<float>(world_));
+  off = 0;
+  const float* result = shm_->result();
+  for (auto& p : params_) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::empty_like(p);
+    p.mutable_grad().copy_(torch::from_blob(const_cast<float*>(result + off), p.sizes(), torch::kFloat));
+    off += p.numel();
+  }
+}
 
 }  // namespace gantry

@@ -12,6 +12,7 @@
 #include <torch/types.h>
 
 #include "dist_env.hpp"
+#include "shm_allreduce.hpp"
 #include "gantry/core_export.hpp"
 
 namespace c10d {
@@ -21,6 +22,8 @@ class Store;
 }  // namespace c10d
 
 namespace gantry {
+
+class ShmAllreduce;
 
 class GANTRY_CORE_EXPORT ProcessGroup {
  public:
@@ -46,7 +49,15 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   std::function<void()> allreduce_max_async(torch::Tensor& t);
 
   c10::intrusive_ptr<c10d::ProcessGroup> group() const;
+  /// 0, 1, 2, ...: ids that are the same on every rank when taken in the same order.
+  int next_id() { return next_id_++; }
 
+  /// Rank 0's `value` under `key`, on every rank (rank 0 publishes, the others wait for it).
+  std::string share(const std::string& key, const std::string& value);
+  /// Waits until every rank has called it.
+  void barrier();
+  /// The timeout every wait uses (trainer.dist_timeout).
+  std::chrono::milliseconds timeout() const { return timeout_; }
   /// Publishes this rank's status line (a small text record) in the store.
   void publish_status(const std::string& line);
   /// Every rank's newest status line that has been published, by rank ("" if none yet).
@@ -61,21 +72,31 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  int next_id_ = 0;
 };
 
-/// Gradient averaging for one optimizer's parameters, by c10d::Reducer: buckets
-/// of ~25 MiB (the first 1 MiB) in reverse order, all-reduced while backward
-/// still runs. Only gradients of a backward preceded by prepare() are synced.
+/// Gradient averaging for one optimizer's parameters, one of two ways:
+///  - Gloo: c10d::Reducer, buckets of ~25 MiB (the first 1 MiB) in reverse
+///    order, all-reduced while backward still runs;
+///  - shared memory (every rank on one host): ShmAllreduce after backward.
+/// Call prepare() right before the backward and finish() right after it.
 class GANTRY_CORE_EXPORT GradSync {
  public:
-  /// `fp16`: all-reduce the buckets as fp16 and decompress (halves the bytes).
-  GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, bool fp16 = false);
+  enum class Transport { kGloo, kShm };
+  /// `fp16` (Gloo only): all-reduce the buckets as fp16 and decompress.
+  GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transport transport, bool fp16 = false);
   ~GradSync();
-  /// Call right before the backward whose gradients must be averaged.
   void prepare();
+  /// After backward: with shared memory, exchanges and averages the gradients
+  /// now (throws gantry::Error naming a rank that does not come); Gloo: nothing.
+  void finish();
+  Transport transport() const { return shm_ ? Transport::kShm : Transport::kGloo; }
 
  private:
   std::shared_ptr<c10d::Reducer> reducer_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<ShmAllreduce> shm_;
+  int world_ = 1;
 };
 
 }  // namespace gantry

@@ -101,6 +101,7 @@ class StepContextImpl final : public StepContext {
       slot->sync->prepare();  // its hooks all-reduce these gradients during backward
       try {
         loss.backward({}, c10::nullopt, false, slot->params);
+        slot->sync->finish();  // the shared-memory exchange; Gloo's ran during backward
       } catch (const std::exception& e) {
         throw Error("rank " + std::to_string(rank_) + ": ctx.optimize(\"" + name + "\") at step " +
                     std::to_string(step_) +
@@ -245,6 +246,7 @@ struct Trainer::Impl {
     dist.check(t.num_nodes, t.devices, cfg().where("trainer.devices"));
     if (t.accelerator != "cpu" && torch::cuda::is_available())
       device = torch::Device(torch::kCUDA, dist.local_rank);
+    if (dist.world_size > 1) grad_transport();  // a transport this job cannot use: one error, before any rendezvous
     if (dist.world_size > 1)
       pg = std::make_unique<ProcessGroup>(
           dist, std::chrono::milliseconds(static_cast<int64_t>(t.dist_timeout * 1000)));
@@ -270,10 +272,15 @@ struct Trainer::Impl {
       for (const auto& g : o.optimizer->param_groups())
         for (const auto& p : g.params())
           if (p.requires_grad()) s.params.push_back(p);
-      if (pg) s.sync = std::make_unique<GradSync>(*pg, s.params, t.grad_compression == "fp16");
+      if (pg) s.sync = std::make_unique<GradSync>(*pg, s.params, grad_transport(), t.grad_compression == "fp16");
       s.fused = t.fused_adam && fused_adam_applies(*o.optimizer);
       slots.push_back(std::move(s));
     }
+    if (pg && is_zero() && !slots.empty())
+      std::printf("ddp: %d ranks on %d node%s, gradients averaged through %s\n", dist.world_size, dist.num_nodes,
+                  dist.num_nodes == 1 ? "" : "s",
+                  slots.front().sync->transport() == GradSync::Transport::kShm ? "shared memory (one host)"
+                                                                                : "Gloo (c10d::Reducer)");
     spec = call("data_spec", [&] { return exp.system->data_spec(); });
     if (spec.kind != "images")
       throw PluginError("plugin " + plugin_name() + " wants data of kind '" + spec.kind +
@@ -292,6 +299,20 @@ struct Trainer::Impl {
       torch::NoGradGuard no_grad;
       pg->broadcast(all);
     }
+  }
+
+  // trainer.grad_transport: shared memory when every rank is on this host
+  // (and the gradients are float32 on the CPU), else Gloo.
+  GradSync::Transport grad_transport() const {
+    const auto& t = cfg().trainer;
+    const bool one_host = dist.local_world_size == dist.world_size && dist.num_nodes == 1;
+    if (t.grad_transport == "shm" && !one_host)
+      throw ConfigError(cfg().where("trainer.grad_transport") +
+                        ": trainer.grad_transport=shm needs every rank on one host; this job has " +
+                        std::to_string(dist.num_nodes) + " nodes (use auto or gloo)");
+    if (t.grad_transport == "gloo" || t.grad_compression == "fp16") return GradSync::Transport::kGloo;
+    if (t.grad_transport == "shm") return GradSync::Transport::kShm;
+    return one_host && device.is_cpu() ? GradSync::Transport::kShm : GradSync::Transport::kGloo;
   }
 
   std::vector<torch::Tensor> parameters() const {

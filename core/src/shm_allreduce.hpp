@@ -1,0 +1,52 @@
+// Gradient averaging through shared memory, for ranks on one host. Gloo
+// all-reduces over loopback TCP: on this GAN (7.8 MiB of gradients a step, 2
+// ranks on 2 busy cores) that costs ~14 ms a step and keeps the job at ~57%
+// scaling efficiency. Here each rank copies its gradients into its slot of a
+// segment in /dev/shm, the ranks sum disjoint chunks of it (each chunk summed
+// by one rank in a fixed order: every rank gets the same bits), and copy the
+// result back: a few passes over memory and two barriers. No LibTorch.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "gantry/core_export.hpp"
+
+namespace gantry {
+
+class GANTRY_CORE_EXPORT ShmAllreduce {
+ public:
+  /// Maps segment `name` ("/gantry-..."; rank 0 creates it, the others open it
+  /// once rank 0 has) with `count` floats per rank. A barrier throws
+  /// gantry::Error at once when a missing rank's process has exited (ranks
+  /// register their pids), else after `timeout_s`, naming the ranks.
+  ShmAllreduce(const std::string& name, int rank, int world, size_t count, bool create, double timeout_s);
+  ~ShmAllreduce();
+  ShmAllreduce(const ShmAllreduce&) = delete;
+  ShmAllreduce& operator=(const ShmAllreduce&) = delete;
+
+  /// This rank's input: write `count` floats here, then call run().
+  float* slot() { return data_ + static_cast<size_t>(rank_) * count_; }
+  /// result[i] = scale * sum over ranks of slot[i]; valid after run() until the next run().
+  void run(float scale);
+  const float* result() const { return data_ + static_cast<size_t>(world_) * count_; }
+  /// Removes the segment's name (once every rank has mapped it); the memory lives on.
+  void unlink();
+  size_t count() const { return count_; }
+
+ private:
+  void barrier(const char* what);
+
+  std::string name_;
+  int rank_, world_;
+  size_t count_, bytes_ = 0;
+  double timeout_s_;
+  void* map_ = nullptr;
+  std::atomic<uint64_t>* arrived_ = nullptr;  // per rank: barriers passed (one cache line each)
+  float* data_ = nullptr;                     // world slots, then the result
+  uint64_t phase_ = 0;
+};
+
+}  // namespace gantry
