@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <random>
 
 #include "shm_allreduce.hpp"
@@ -203,27 +204,50 @@ void ProcessGroup::allreduce_max(torch::Tensor& t) {
 
 GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transport transport, bool fp16)
     : params_(params), world_(pg.world_size()) {
-  if (transport == Transport::kShm) {
-    size_t count = 0;
-    for (const auto& p : params_) {
-      if (!p.device().is_cpu() || p.scalar_type() != torch::kFloat)
-        throw Error("trainer.grad_transport=shm needs float32 parameters on the CPU");
-      count += static_cast<size_t>(p.numel());
-    }
-    // Rank 0 names and creates the segment; the others open it once it exists;
-    // the name is removed as soon as every rank has mapped it (nothing is left
-    // in /dev/shm, whatever happens to the job later).
+  bool float_cpu = true;
+  size_t count = 0;
+  for (const auto& p : params_) {
+    float_cpu = float_cpu && p.device().is_cpu() && p.scalar_type() == torch::kFloat;
+    count += static_cast<size_t>(p.numel());
+  }
+  if (transport == Transport::kShm && float_cpu) {
+    // Rank 0 creates the segment under a random name, then shares the name;
+    // the others open it. Every rank says whether it could; only if all could
+    // is it used (a rank may see another /dev/shm, e.g. in a container), else
+    // all fall back to Gloo together. Rank 0 removes the name at once either
+    // way: nothing is left in /dev/shm, whatever happens to the job later.
     const int id = pg.next_id();
-    std::random_device rd;
-    const std::string name = pg.share("gantry/shm/" + std::to_string(id),
-                                      pg.rank() == 0 ? "/gantry-" + std::to_string(::getpid()) + "-" +
-                                                           std::to_string(rd()) + "-" + std::to_string(id)
-                                                     : "");
     const double timeout_s = std::chrono::duration<double>(pg.timeout()).count();
-    shm_ = std::make_unique<ShmAllreduce>(name, pg.rank(), pg.world_size(), count, pg.rank() == 0, timeout_s);
-    pg.barrier();
-    if (pg.rank() == 0) shm_->unlink();
-    return;
+    std::unique_ptr<ShmAllreduce> shm;
+    std::string why;
+    std::string name;
+    if (pg.rank() == 0) {
+      std::random_device rd;
+      name = "/gantry-" + std::to_string(::getpid()) + "-" + std::to_string(rd()) + "-" + std::to_string(id);
+      try {
+        shm = std::make_unique<ShmAllreduce>(name, 0, pg.world_size(), count, true, timeout_s);
+      } catch (const Error& e) {
+        why = e.what();
+        name.clear();
+      }
+    }
+    name = pg.share("gantry/shm/" + std::to_string(id), name);
+    if (pg.rank() != 0 && !name.empty()) {
+      try {
+        shm = std::make_unique<ShmAllreduce>(name, pg.rank(), pg.world_size(), count, false, timeout_s);
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    }
+    torch::Tensor ready = torch::full({1}, shm ? 1.0f : 0.0f);
+    pg.allreduce_sum(ready);
+    if (pg.rank() == 0 && shm) shm->unlink();
+    if (ready.item<float>() == static_cast<float>(pg.world_size())) {
+      shm_ = std::move(shm);
+      return;
+    }
+    if (!why.empty())
+      std::fprintf(stderr, "rank %d: %s; gradients are averaged with Gloo instead\n", pg.rank(), why.c_str());
   }
   constexpr int64_t kFirstBucket = 1024 * 1024, kBucket = 25 * 1024 * 1024;  // DDP's defaults
   const std::vector<bool> sparse(params.size(), false);

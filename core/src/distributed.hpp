@@ -83,6 +83,8 @@ class GANTRY_CORE_EXPORT ProcessGroup {
 class GANTRY_CORE_EXPORT GradSync {
  public:
   enum class Transport { kGloo, kShm };
+  /// kShm falls back to Gloo (on every rank together) when a rank cannot map
+  /// the segment or the parameters are not float32 on the CPU: see transport().
   /// `fp16` (Gloo only): all-reduce the buckets as fp16 and decompress.
   GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transport transport, bool fp16 = false);
   ~GradSync();

@@ -272,7 +272,13 @@ struct Trainer::Impl {
       for (const auto& g : o.optimizer->param_groups())
         for (const auto& p : g.params())
           if (p.requires_grad()) s.params.push_back(p);
-      if (pg) s.sync = std::make_unique<GradSync>(*pg, s.params, grad_transport(), t.grad_compression == "fp16");
+      if (pg) {
+        s.sync = std::make_unique<GradSync>(*pg, s.params, grad_transport(), t.grad_compression == "fp16");
+        if (t.grad_transport == "shm" && s.sync->transport() != GradSync::Transport::kShm)
+          throw Error("rank " + std::to_string(dist.rank) +
+                      ": trainer.grad_transport=shm, but the ranks cannot share memory here (see above; "
+                      "use auto or gloo)");
+      }
       s.fused = t.fused_adam && fused_adam_applies(*o.optimizer);
       slots.push_back(std::move(s));
     }
