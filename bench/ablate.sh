@@ -12,8 +12,7 @@ warmup=100
 cmake --build build --target gantry gan bare_gan >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-tuned="glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=268435456:glibc.malloc.top_pad=67108864"
+source bench/common.sh
 gantry() {  # fused name
   build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps="$steps" trainer.threads="$threads" \
     data.batch_size="$batch" trainer.progress=none trainer.fused_adam="$1" trainer.out_dir="$out" name="$2" >/dev/null
@@ -22,12 +21,11 @@ gantry() {  # fused name
 bare() { build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" "$@" | awk '{print $2}'; }
 declare -A v r
 for i in $(seq "$rounds"); do
-  f=$(gantry true "f$i") u=$(gantry false "u$i") b=$(bare) t=$(GLIBC_TUNABLES=$tuned bare --inputs)
+  f=$(gantry true "f$i") u=$(gantry false "u$i") b=$(bare) t=$(GLIBC_TUNABLES=$tuned_malloc bare --inputs)
   v[f]+="$f " v[u]+="$u " v[b]+="$b " v[t]+="$t "
   r[u]+="$(echo "$f / $u" | bc -l) " r[b]+="$(echo "$f / $b" | bc -l) " r[t]+="$(echo "$f / $t" | bc -l) "
   echo "round $i: fused $f, LibTorch Adam $u, bare $b, bare tuned $t" >&2
 done
-med() { printf '%s\n' $1 | median; }
 printf '\nbatch %s, %s thread(s), steps %s..%s, %s rounds (median)\n\n' "$batch" "$threads" "$warmup" "$steps" "$rounds"
 printf '| loop | steps/s | gantry (fused Adam) / this |\n|---|---|---|\n'
 printf '| gantry train (fused Adam, the default) | %.1f | 1.00 |\n' "$(med "${v[f]}")"

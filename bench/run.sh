@@ -14,9 +14,7 @@ rounds=${1:-3} steps=${2:-700}
 cmake --build build --target gantry gan bare_gan gemm_rate >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-med() { printf '%s\n' $1 | median; }
-tuned="glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=268435456:glibc.malloc.top_pad=67108864"
+source bench/common.sh
 timed() {  # CMD... -> its stdout; peak RSS (KiB) appended to $out/rss
   /usr/bin/time -f "%M" -o "$out/rss.one" "$@"
   cat "$out/rss.one" >> "$out/rss"

@@ -12,7 +12,7 @@ warmup=100
 cmake --build build --target gantry gan >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+source bench/common.sh
 
 gantry_run() {  # ranks name [transport] -> global samples/s
   local ranks=$1 name=$2 transport=${3:-auto} cmd=(build/bin/gantry train)
@@ -34,7 +34,6 @@ for i in $(seq "$reps"); do
   all[gg2]+="$(gantry_run 2 "gg2_$i" gloo) "
   echo "rep $i: gantry 1 rank: ${all[g1]}| 2 ranks: ${all[g2]}| 2 ranks, Gloo: ${all[gg2]}| python 1 rank: ${all[p1]}| 2 ranks: ${all[p2]}" >&2
 done
-med() { printf '%s\n' $1 | median; }
 g1=$(med "${all[g1]}") g2=$(med "${all[g2]}") gg2=$(med "${all[gg2]}") p1=$(med "${all[p1]}") p2=$(med "${all[p2]}")
 printf '\nGAN, batch %s per rank, 1 thread per rank, steps %s..%s, %s runs each (median)\n\n' "$batch" "$warmup" "$steps" "$reps"
 printf '| | 1 rank (samples/s) | 2 ranks (global samples/s) | scaling efficiency |\n|---|---|---|---|\n'

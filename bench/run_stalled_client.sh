@@ -9,7 +9,7 @@ pairs=${1:-3} steps=${2:-1500}
 cmake --build build --target gantry gan stall_client >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+source bench/common.sh
 run() {  # name stalled(0|1) -> steps/s
   local name=$1 stalled=$2
   build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps="$steps" trainer.threads=1 \
@@ -32,7 +32,6 @@ for i in $(seq "$pairs"); do
   none+=("$a") stall+=("$b") ratios+=("$(echo "$b / $a" | bc -l)")
   echo "pair $i: no client $a, stalled client $b steps/s" >&2
 done
-med() { printf '%s\n' "$@" | median; }
 printf '\n| demo, 1 thread, grids every 20 steps, %s steps | steps/s (median of %s) |\n|---|---|\n' "$steps" "$pairs"
 printf '| no client | %.2f |\n| a client that never reads | %.2f |\n| ratio (paired median) | %.3f |\n' \
   "$(med "${none[@]}")" "$(med "${stall[@]}")" "$(med "${ratios[@]}")"

@@ -5,13 +5,13 @@
 
 using gantry::test::CommandResult;
 using gantry::test::lines_of;
+using gantry::test::kDemo;
 using gantry::test::run_gantry;
 using gantry::test::TempDir;
 using gantry::test::write_text;
 
 namespace {
 
-const std::string kDemo = gantry::test::source_path("configs/gan_fashion_mnist.yaml");
 
 // Exactly one non-empty line on stderr, starting "gantry: error:" and containing `what`.
 void expect_one_error_line(const CommandResult& r, const std::string& what) {

@@ -15,6 +15,7 @@
 #include "support.hpp"
 
 using namespace gantry;
+using gantry::test::kDemo;
 using gantry::test::run_gantry;
 using gantry::test::TempDir;
 using gantry::test::config_error;
@@ -22,7 +23,6 @@ using gantry::test::state_dict_of;
 
 namespace {
 
-const std::string kDemo = gantry::test::source_path("configs/gan_fashion_mnist.yaml");
 
 std::string only_checkpoint(const std::filesystem::path& run) {
   std::vector<std::string> found;

@@ -17,12 +17,11 @@
 #include "trainer.hpp"
 
 using namespace gantry;
+using gantry::test::kDemo;
 using gantry::test::TempDir;
 using gantry::test::state_dict_of;
 
 namespace {
-
-const std::string kDemo = gantry::test::source_path("configs/gan_fashion_mnist.yaml");
 
 // metrics.csv without the wall_time column.
 std::vector<std::string> metric_rows(const std::string& csv) {

@@ -60,6 +60,9 @@ inline std::string source_path(const std::string& rel) {
   return std::string(GANTRY_SOURCE_DIR) + "/" + rel;
 }
 
+/// The demo experiment (configs/gan_fashion_mnist.yaml).
+inline const std::string kDemo = source_path("configs/gan_fashion_mnist.yaml");
+
 /// The real Fashion-MNIST from Debian's dataset-fashion-mnist.
 inline std::string fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 

@@ -12,7 +12,6 @@
 #include <torch/types.h>
 
 #include "dist_env.hpp"
-#include "shm_allreduce.hpp"
 #include "gantry/core_export.hpp"
 
 namespace c10d {
