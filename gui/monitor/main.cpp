@@ -8,12 +8,20 @@
 #include <QElapsedTimer>
 #include <QTimer>
 #include <cstdio>
+#include <cstdlib>
 
 #include "main_window.hpp"
 
 int main(int argc, char** argv) {
   QElapsedTimer since_start;
   since_start.start();
+  // Without a display Qt aborts with a page of text: say it in one line instead.
+  if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM")) {
+    std::fprintf(stderr,
+                 "gantry-monitor: no display (DISPLAY is not set): use ssh -X, or QT_QPA_PLATFORM=offscreen "
+                 "with --screenshot FILE\n");
+    return 1;
+  }
   QApplication app(argc, argv);
   QApplication::setOrganizationName("gantry");
   QApplication::setApplicationName("gantry-monitor");

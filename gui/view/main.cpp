@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "run_state.hpp"
@@ -68,16 +69,19 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  glfwSetErrorCallback([](int code, const char* what) { std::fprintf(stderr, "gantry-view: GLFW error %d: %s\n", code, what); });
+  // GLFW's reason goes into the one error line below rather than a line of its own.
+  static std::string glfw_error;
+  glfwSetErrorCallback([](int, const char* what) { glfw_error = what; });
   if (!glfwInit()) {
-    std::fprintf(stderr, "gantry-view: cannot open a window (no display? set DISPLAY, or use ssh -X)\n");
+    std::fprintf(stderr, "gantry-view: cannot open a window (%s): set DISPLAY, or use ssh -X\n",
+                 glfw_error.empty() ? "no display?" : glfw_error.c_str());
     return 1;
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
   GLFWwindow* window = glfwCreateWindow(width, height, ("gantry-view: " + target.describe()).c_str(), nullptr, nullptr);
   if (!window) {
-    std::fprintf(stderr, "gantry-view: cannot create an OpenGL 3 window\n");
+    std::fprintf(stderr, "gantry-view: cannot create an OpenGL 3 window (%s)\n", glfw_error.c_str());
     glfwTerminate();
     return 1;
   }

@@ -35,4 +35,10 @@ out=$(x "$monitor" "localhost:99999" 2>&1); rc=$?
 grep -q "is not a port" <<<"$out" || fail "unclear message: $out"
 echo "bad target: $(grep 'not a port' <<<"$out")"
 grep -q recent home/.config/gantry/gantry-monitor.conf || fail "recent connections were not remembered"
+
+# No display at all (a login node without ssh -X): one line, exit 1.
+out=$(env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM "$monitor" runs/gan_fashion_mnist/latest 2>&1); rc=$?
+[[ $rc -eq 1 && $(wc -l <<<"$out") -eq 1 ]] || fail "without a display: exit $rc, said: $out"
+grep -q "no display" <<<"$out" || fail "unclear message without a display: $out"
+echo "no display: $out"
 echo "PASS"

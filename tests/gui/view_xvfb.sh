@@ -34,4 +34,10 @@ out=$(x "$view" "no-such-dir" 2>&1); rc=$?
 [[ $rc -eq 2 ]] || fail "a bad target exited $rc: $out"
 grep -q "neither a run directory nor HOST:PORT" <<<"$out" || fail "unclear message: $out"
 echo "bad target: $out"
+
+# No display at all (a login node without ssh -X): one line, exit 1.
+out=$(env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM "$view" runs/gan_fashion_mnist/latest 2>&1); rc=$?
+[[ $rc -eq 1 && $(wc -l <<<"$out") -eq 1 ]] || fail "without a display: exit $rc, said: $out"
+grep -q "cannot open a window" <<<"$out" || fail "unclear message without a display: $out"
+echo "no display: $out"
 echo "PASS"
