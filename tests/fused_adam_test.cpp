@@ -1,12 +1,15 @@
 // The fused Adam: the same parameters and state as torch::optim::Adam over
 // many steps (within float rounding), with weight decay, skipped parameters,
-// mixed with LibTorch's step (it shares the state), what it refuses, and a
-// real GAN run with and without it.
+// transposed parameters, mixed with LibTorch's step (it shares the state),
+// what it refuses, and a real GAN run with and without it. Adam stepped inside
+// backward: bit-identical to backward then step. The transposed weight layout
+// (weight_layout.hpp): which weights, what it keeps, and real runs with it.
 #include <torch/torch.h>
 
 #include "fused_adam.hpp"
 #include "support.hpp"
 #include "trainer.hpp"
+#include "weight_layout.hpp"
 
 using namespace gantry;
 using gantry::test::TempDir;
@@ -103,9 +106,160 @@ TEST(FusedAdam, RefusesWhatItCannotDo) {
   std::vector<torch::Tensor> d{torch::randn({4}, torch::kFloat64).requires_grad_()};
   torch::optim::Adam dbl(d, torch::optim::AdamOptions(0.1));
   EXPECT_FALSE(fused_adam_applies(dbl));
-  std::vector<torch::Tensor> t{torch::randn({4, 3}).t().detach().requires_grad_()};  // not contiguous
+  std::vector<torch::Tensor> t{torch::randn({4, 6}).slice(1, 0, 3).detach().requires_grad_()};  // gaps
   torch::optim::Adam strided(t, torch::optim::AdamOptions(0.1));
   EXPECT_FALSE(fused_adam_applies(strided));
+}
+
+TEST(FusedAdam, TransposedParametersMatchLibTorchAdam) {
+  // A column-major [64, 40] parameter (strides {1, 64}), as the weight layout
+  // makes, with gradients in either layout: same result as LibTorch's Adam,
+  // and the moments take the parameter's layout.
+  torch::manual_seed(5);
+  const auto init = torch::randn({64, 40});
+  auto ref = std::vector<torch::Tensor>{init.clone().requires_grad_()};
+  auto ours = std::vector<torch::Tensor>{init.t().contiguous().t().requires_grad_()};
+  ASSERT_EQ(ours[0].strides(), (c10::IntArrayRef{1, 64}));
+  torch::optim::Adam plain(ref, torch::optim::AdamOptions(1e-3));
+  torch::optim::Adam fused(ours, torch::optim::AdamOptions(1e-3));
+  ASSERT_TRUE(fused_adam_applies(fused));
+  for (int step = 0; step < 50; ++step) {
+    const auto g = torch::randn({64, 40});
+    ref[0].mutable_grad() = g.clone();
+    ours[0].mutable_grad() = step % 2 ? g.clone() : g.t().contiguous().t();  // both layouts
+    plain.step();
+    fused_adam_step(fused);
+  }
+  EXPECT_LT(max_rel_diff(ours[0], ref[0]), 1e-5);
+  EXPECT_EQ(ours[0].strides(), (c10::IntArrayRef{1, 64}));  // still transposed
+  const auto& st = static_cast<torch::optim::AdamParamState&>(
+      *fused.state().at(c10::guts::to_string(ours[0].unsafeGetTensorImpl())));
+  EXPECT_EQ(st.exp_avg().strides(), ours[0].strides());
+  EXPECT_EQ(st.exp_avg_sq().strides(), ours[0].strides());
+}
+
+namespace {
+
+// A little model where backward is not a chain: w is used twice (its gradient
+// is the sum of two), b only on one branch, and `unused` is not reached.
+struct Net {
+  torch::Tensor w, b, unused;
+  std::vector<torch::Tensor> params() const { return {w, b, unused}; }
+  torch::Tensor loss(const torch::Tensor& x) const {
+    const auto h = torch::tanh(x.mm(w.t()) + b);
+    return (h.mm(w) - x).pow(2).mean();
+  }
+};
+
+Net make_net(uint64_t seed) {
+  torch::manual_seed(seed);
+  return {torch::randn({5, 8}).requires_grad_(), torch::randn({5}).requires_grad_(),
+          torch::randn({3}).requires_grad_()};
+}
+
+}  // namespace
+
+TEST(AdamInBackward, SameBitsAsBackwardThenStep) {
+  Net a = make_net(6), b = make_net(6);
+  auto opt_a = std::make_shared<torch::optim::Adam>(a.params(), torch::optim::AdamOptions(1e-2));
+  auto opt_b = std::make_shared<torch::optim::Adam>(b.params(), torch::optim::AdamOptions(1e-2));
+  AdamInBackward in_backward(opt_b, b.params());
+  torch::manual_seed(7);
+  for (int step = 0; step < 30; ++step) {
+    const auto x = torch::randn({16, 8});
+    if (step == 10) {  // a gradient left by an earlier backward, on a parameter this one does not reach
+      a.unused.mutable_grad() = torch::ones({3});
+      b.unused.mutable_grad() = torch::ones({3});
+    }
+    a.loss(x).backward({}, c10::nullopt, false, a.params());
+    fused_adam_step(*opt_a);
+    for (auto& p : a.params()) p.mutable_grad().reset();
+    in_backward.backward_and_step(b.loss(x));
+    for (const auto& p : b.params()) EXPECT_FALSE(p.grad().defined());
+  }
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(a.params()[i], b.params()[i])) << "param " << i;
+  EXPECT_FALSE(torch::equal(a.unused, make_net(6).unused));  // stepped once, at step 10
+  EXPECT_FALSE(torch::equal(a.w, make_net(6).w));            // not vacuous
+  // Outside backward_and_step the hooks do nothing: a plain backward only accumulates.
+  const auto before = b.w.detach().clone();
+  b.loss(torch::randn({16, 8})).backward();
+  EXPECT_TRUE(torch::equal(b.w, before));
+  EXPECT_TRUE(b.w.grad().defined());
+}
+
+TEST(WeightLayout, WhichWeightsAreTransposed) {
+  EXPECT_TRUE(prefers_transposed_weight(784, 1024));   // the GAN's last generator layer
+  EXPECT_TRUE(prefers_transposed_weight(10, 2048));
+  EXPECT_FALSE(prefers_transposed_weight(1024, 512));  // rows of 2 KiB
+  EXPECT_FALSE(prefers_transposed_weight(1024, 1024)); // columns would alias as badly
+  EXPECT_FALSE(prefers_transposed_weight(512, 784));
+
+  torch::manual_seed(8);
+  torch::nn::Sequential net(torch::nn::Linear(100, 1024), torch::nn::ReLU(), torch::nn::Linear(1024, 784),
+                            torch::nn::Linear(784, 2048), torch::nn::Linear(2048, 2048));
+  const auto x = torch::randn({64, 100});
+  const auto before = net->forward(x).detach();
+  std::vector<torch::Tensor> params = net->parameters();
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(1e-3));
+  const auto w2 = net[2]->as<torch::nn::Linear>()->weight.detach().clone();
+  EXPECT_EQ(transpose_linear_weights(*net, "net"), std::vector<std::string>{"net.2.weight"});
+  const auto& w = net[2]->as<torch::nn::Linear>()->weight;
+  EXPECT_EQ(w.sizes(), (c10::IntArrayRef{784, 1024}));
+  EXPECT_EQ(w.strides(), (c10::IntArrayRef{1, 784}));
+  EXPECT_TRUE(torch::equal(w, w2));
+  EXPECT_EQ(w.unsafeGetTensorImpl(), params[2].unsafeGetTensorImpl());  // the optimizer's own tensor
+  EXPECT_TRUE(torch::allclose(net->forward(x), before, 1e-5, 1e-5));
+  EXPECT_TRUE(transpose_linear_weights(*net).empty());  // done once
+}
+
+TEST(WeightLayout, GanRunsTheSameAndSavesContiguousWeights) {
+  // The GAN's 1024 -> 784 layer is transposed by default; 40 steps with and
+  // without give the same losses up to float rounding, the checkpoint holds
+  // the weight contiguous, and a run resumed from it continues in either layout.
+  std::map<std::string, std::vector<std::string>> rows;
+  std::string ckpt;
+  TempDir base;
+  for (std::string layout : {"auto", "as_built"}) {
+    const auto dir = base / layout;
+    const auto cfg = ExperimentConfig::load(
+        gantry::test::kDemo, {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=40",
+                              "trainer.log_every_n_steps=10", "trainer.progress=none", "trainer.threads=1",
+                              "trainer.weight_layout=" + layout});
+    const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
+    Trainer(Experiment::build(cfg), dir).fit(data);
+    rows[layout] = gantry::test::lines_of(gantry::test::read_text(dir + "/metrics.csv"));
+    if (layout == "auto") ckpt = dir + "/checkpoints/step_0000040.ckpt";
+  }
+  ASSERT_EQ(rows["auto"].size(), 5u);
+  for (size_t i = 1; i < 5; ++i) {
+    const auto a = gantry::test::split(rows["auto"][i], ','), b = gantry::test::split(rows["as_built"][i], ',');
+    for (size_t c : {3u, 4u}) EXPECT_NEAR(std::stod(a[c]), std::stod(b[c]), 1e-4 * std::abs(std::stod(b[c])));
+  }
+  const auto sd = gantry::test::state_dict_of(ckpt);
+  const auto w = sd.at("generator.model.11.weight").toTensor();
+  EXPECT_EQ(w.sizes(), (c10::IntArrayRef{784, 1024}));
+  EXPECT_TRUE(w.is_contiguous());
+}
+
+TEST(AdamInBackward, GanRunIsBitIdentical) {
+  // trainer.step_in_backward (the default) against the fused step after backward.
+  std::map<bool, std::vector<std::string>> rows;
+  for (bool in_backward : {true, false}) {
+    TempDir dir;
+    const auto cfg = ExperimentConfig::load(
+        gantry::test::kDemo,
+        {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=40", "trainer.log_every_n_steps=5",
+         "trainer.progress=none", "trainer.threads=1",
+         std::string("trainer.step_in_backward=") + (in_backward ? "true" : "false")});
+    const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
+    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+    for (const auto& row : gantry::test::lines_of(gantry::test::read_text(dir / "metrics.csv"))) {
+      const auto f = gantry::test::split(row, ',');
+      rows[in_backward].push_back(f[0] + "," + f[3] + "," + f[4]);  // all but the wall time
+    }
+  }
+  ASSERT_EQ(rows[true].size(), 9u);
+  EXPECT_EQ(rows[true], rows[false]);
 }
 
 TEST(FusedAdam, GanRunMatchesLibTorchAdam) {

@@ -113,12 +113,14 @@ int64_t get_int(const GenericDict& d, const char* key, const std::string& path) 
 void save_checkpoint(const std::string& path, const std::vector<NamedModule>& modules,
                      const std::vector<NamedOptimizer>& optimizers, const TrainState& state,
                      const CheckpointMeta& meta, const std::vector<torch::Tensor>& rng_states) {
+  // Saved contiguous whatever the layout in memory (trainer.weight_layout):
+  // the file is the same either way, and loading copies into any layout.
   c10::Dict<std::string, torch::Tensor> state_dict;
   for (const auto& m : modules) {
     for (const auto& p : m.module->named_parameters())
-      state_dict.insert(m.name + "." + p.key(), p.value().detach().cpu());
+      state_dict.insert(m.name + "." + p.key(), p.value().detach().cpu().contiguous());
     for (const auto& b : m.module->named_buffers())
-      state_dict.insert(m.name + "." + b.key(), b.value().detach().cpu());
+      state_dict.insert(m.name + "." + b.key(), b.value().detach().cpu().contiguous());
   }
   c10::Dict<std::string, torch::Tensor> optim_states;
   for (const auto& o : optimizers) {

@@ -85,6 +85,8 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.broadcast_buffers", &E::trainer, &TrainerOptions::broadcast_buffers));
     f.push_back(option_field("trainer.fused_adam", &E::trainer, &TrainerOptions::fused_adam));
     f.push_back(option_field("trainer.grad_transport", &E::trainer, &TrainerOptions::grad_transport));
+    f.push_back(option_field("trainer.step_in_backward", &E::trainer, &TrainerOptions::step_in_backward));
+    f.push_back(option_field("trainer.weight_layout", &E::trainer, &TrainerOptions::weight_layout));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
     f.push_back(option_field("monitor.enabled", &E::monitor, &MonitorOptions::enabled));
@@ -249,6 +251,7 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
         "trainer.broadcast_buffers", "one of on_read, every_step");
   check(t.grad_transport == "auto" || t.grad_transport == "gloo" || t.grad_transport == "shm",
         "trainer.grad_transport", "auto, gloo or shm");
+  check(t.weight_layout == "auto" || t.weight_layout == "as_built", "trainer.weight_layout", "auto or as_built");
   check(!(t.grad_transport == "shm" && t.grad_compression == "fp16"), "trainer.grad_compression",
         "none with trainer.grad_transport=shm (fp16 compression is a Gloo hook)");
   check(t.grad_compression == "none" || t.grad_compression == "fp16", "trainer.grad_compression",

@@ -15,12 +15,45 @@
 namespace gantry {
 
 /// Whether fused_adam_step can do `opt`'s next step: a torch::optim::Adam
-/// without amsgrad whose parameters are dense, contiguous float32 on the CPU.
+/// without amsgrad whose parameters are dense float32 on the CPU (contiguous,
+/// or dense in another order of dimensions, as a transposed weight).
 GANTRY_CORE_EXPORT bool fused_adam_applies(const torch::optim::Optimizer& opt);
 
 /// One Adam step of `opt` (see fused_adam_applies), identical to
 /// torch::optim::Adam::step() up to float rounding. Parameters without a
 /// gradient are skipped, as Adam does.
 GANTRY_CORE_EXPORT void fused_adam_step(torch::optim::Optimizer& opt);
+
+/// The same step for one parameter of `opt` only (e.g. as soon as backward has
+/// produced its gradient); stepping every parameter this way once equals
+/// fused_adam_step(opt).
+GANTRY_CORE_EXPORT void fused_adam_step(torch::optim::Optimizer& opt, const torch::Tensor& param);
+
+/// Adam stepped inside backward ("optimizer in backward"): each parameter is
+/// stepped by a post hook on its AccumulateGrad node as soon as backward has
+/// its whole gradient, while that gradient is still in cache, and the gradient
+/// is freed at once. The result is the same as backward then fused_adam_step,
+/// bit for bit: a parameter's gradient is final when its AccumulateGrad runs,
+/// and every node that reads the parameter runs before it. Not for gradients
+/// that must be averaged across ranks first (DDP), clipped or accumulated.
+class GANTRY_CORE_EXPORT AdamInBackward {
+ public:
+  /// `params`: those of `opt` (see fused_adam_applies) that backward reaches.
+  AdamInBackward(std::shared_ptr<torch::optim::Optimizer> opt, const std::vector<torch::Tensor>& params);
+  ~AdamInBackward();
+  AdamInBackward(const AdamInBackward&) = delete;
+  AdamInBackward& operator=(const AdamInBackward&) = delete;
+
+  /// loss.backward(inputs = params), stepping each parameter on the way; then
+  /// steps any parameter this backward did not reach that still holds a
+  /// gradient from earlier, as fused_adam_step would. Gradients end unset.
+  void backward_and_step(const torch::Tensor& loss);
+
+ private:
+  std::shared_ptr<torch::optim::Optimizer> opt_;
+  std::vector<torch::Tensor> params_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // the hooked nodes, kept alive
+  std::shared_ptr<bool> armed_;  // hooks step only during backward_and_step
+};
 
 }  // namespace gantry

@@ -27,6 +27,7 @@
 #include "progress.hpp"
 #include "run_stream.hpp"
 #include "runtime.hpp"
+#include "weight_layout.hpp"
 
 namespace fs = std::filesystem;
 
@@ -56,6 +57,7 @@ struct OptimizerSlot {
   std::vector<torch::Tensor> params;  // those with requires_grad: backward's inputs
   std::unique_ptr<GradSync> sync;     // gradient all-reduce; null in a world of one
   bool fused = false;                 // an Adam stepped by fused_adam_step
+  std::unique_ptr<AdamInBackward> in_backward;  // fused and a world of one: stepped during backward
 };
 
 struct LoggedValue {
@@ -97,6 +99,10 @@ class StepContextImpl final : public StepContext {
     // Backward into this optimizer's parameters only: autograd skips the weight
     // gradients of every other module (what Lightning's toggle_optimizer is for,
     // without having to call it before the forward).
+    if (slot->in_backward) {  // each parameter is stepped as backward reaches it
+      slot->in_backward->backward_and_step(loss);
+      return;
+    }
     if (slot->sync) {
       slot->sync->prepare();  // its hooks all-reduce these gradients during backward
       try {
@@ -261,6 +267,18 @@ struct Trainer::Impl {
       m.module->to(device);
       m.module->train();
     }
+    if (t.weight_layout == "auto") {
+      std::vector<std::string> moved;
+      for (auto& m : modules)
+        for (auto& name : transpose_linear_weights(*m.module, m.name)) moved.push_back(name);
+      if (!moved.empty() && is_zero()) {
+        std::string list;
+        for (const auto& n : moved) list += (list.empty() ? "" : ", ") + n;
+        std::printf("layout: %zu Linear weight%s stored transposed for faster products (%s; "
+                    "trainer.weight_layout=as_built keeps them as built)\n",
+                    moved.size(), moved.size() == 1 ? "" : "s", list.c_str());
+      }
+    }
     optimizers = call("configure_optimizers", [&] { return exp.system->configure_optimizers(); });
     if (optimizers.empty())
       throw PluginError("plugin " + plugin_name() + ": configure_optimizers() returned none");
@@ -268,7 +286,9 @@ struct Trainer::Impl {
       if (!o.optimizer || o.name.empty())
         throw PluginError("plugin " + plugin_name() +
                           ": configure_optimizers() returned an unnamed or null optimizer");
-      OptimizerSlot s{o.name, o.optimizer, {}, nullptr};
+      OptimizerSlot s;
+      s.name = o.name;
+      s.optimizer = o.optimizer;
       for (const auto& g : o.optimizer->param_groups())
         for (const auto& p : g.params())
           if (p.requires_grad()) s.params.push_back(p);
@@ -280,6 +300,8 @@ struct Trainer::Impl {
                       "use auto or gloo)");
       }
       s.fused = t.fused_adam && fused_adam_applies(*o.optimizer);
+      if (s.fused && !s.sync && t.step_in_backward)  // DDP must average the gradients first
+        s.in_backward = std::make_unique<AdamInBackward>(o.optimizer, s.params);
       slots.push_back(std::move(s));
     }
     if (pg && is_zero() && !slots.empty())
