@@ -273,10 +273,18 @@ void GradSync::prepare() {
 void GradSync::finish() {
   if (!shm_) return;
   torch::NoGradGuard no_grad;
+  // Each parameter's gradient sits in the segment in the parameter's own
+  // memory order (a transposed weight stays transposed: trainer.weight_layout),
+  // so both copies are straight copies, not transposes. Every rank lays its
+  // parameters out alike, so the slots line up element for element.
+  auto view = [](float* at, const torch::Tensor& p) {
+    return p.is_non_overlapping_and_dense() ? torch::from_blob(at, p.sizes(), p.strides(), torch::kFloat)
+                                            : torch::from_blob(at, p.sizes(), torch::kFloat);
+  };
   float* slot = shm_->slot();
   int64_t off = 0;
   for (auto& p : params_) {
-    auto in = torch::from_blob(slot + off, p.sizes(), torch::kFloat);
+    auto in = view(slot + off, p);
     const torch::Tensor g = p.grad();
     if (g.defined()) in.copy_(g);
     else in.zero_();  // no gradient on this rank: it contributes zeros
@@ -287,7 +295,7 @@ void GradSync::finish() {
   const float* result = shm_->result();
   for (auto& p : params_) {
     if (!p.grad().defined()) p.mutable_grad() = torch::empty_like(p);
-    p.mutable_grad().copy_(torch::from_blob(const_cast<float*>(result + off), p.sizes(), torch::kFloat));
+    p.mutable_grad().copy_(view(const_cast<float*>(result + off), p));
     off += p.numel();
   }
 }
