@@ -88,6 +88,10 @@ TEST(Config, BadOverridesAreCheckedLikeTheFile) {
   EXPECT_NE(msg.find("did you mean 'trainer.max_steps'"), std::string::npos) << msg;
   msg = config_error([&] { ExperimentConfig::load(path, {"trainer.seed=abc"}); });
   EXPECT_NE(msg.find("trainer.seed must be an integer, got 'abc'"), std::string::npos) << msg;
+  msg = config_error([&] { ExperimentConfig::load(path, {"trainer.weight_layout=rows"}); });
+  EXPECT_NE(msg.find("trainer.weight_layout must be auto or as_built, got 'rows'"), std::string::npos) << msg;
+  msg = config_error([&] { ExperimentConfig::load(path, {"trainer.step_in_backward=maybe"}); });
+  EXPECT_NE(msg.find("trainer.step_in_backward must be true or false, got 'maybe'"), std::string::npos) << msg;
   msg = config_error([&] { ExperimentConfig::load(path, {"no_equals_sign"}); });
   EXPECT_NE(msg.find("expected key=value"), std::string::npos) << msg;
 }
