@@ -138,6 +138,34 @@ TEST(FusedAdam, TransposedParametersMatchLibTorchAdam) {
   EXPECT_EQ(st.exp_avg_sq().strides(), ours[0].strides());
 }
 
+TEST(FusedAdam, StateFollowsAParameterThatChangedLayout) {
+  // A checkpoint from before trainer.weight_layout: row-major moments loaded
+  // for a weight that is now transposed. The step re-lays them out once and
+  // goes on as LibTorch's Adam does.
+  torch::manual_seed(9);
+  const auto init = torch::randn({32, 1024});
+  auto ref = std::vector<torch::Tensor>{init.clone().requires_grad_()};
+  auto ours = std::vector<torch::Tensor>{init.clone().requires_grad_()};
+  torch::optim::Adam plain(ref, torch::optim::AdamOptions(1e-3));
+  torch::optim::Adam fused(ours, torch::optim::AdamOptions(1e-3));
+  for (int step = 0; step < 20; ++step) {
+    if (step == 10) {
+      torch::NoGradGuard no_grad;
+      ours[0].set_data(ours[0].t().contiguous().t());
+    }
+    const auto g = torch::randn({32, 1024});
+    ref[0].mutable_grad() = g.clone();
+    ours[0].mutable_grad() = g.clone();
+    plain.step();
+    fused_adam_step(fused);
+  }
+  EXPECT_LT(max_rel_diff(ours[0], ref[0]), 1e-5);
+  const auto& st = static_cast<torch::optim::AdamParamState&>(
+      *fused.state().at(c10::guts::to_string(ours[0].unsafeGetTensorImpl())));
+  EXPECT_EQ(st.exp_avg().strides(), (c10::IntArrayRef{1, 32}));
+  EXPECT_EQ(st.step(), 20);
+}
+
 namespace {
 
 // A little model where backward is not a chain: w is used twice (its gradient
@@ -239,6 +267,24 @@ TEST(WeightLayout, GanRunsTheSameAndSavesContiguousWeights) {
   const auto w = sd.at("generator.model.11.weight").toTensor();
   EXPECT_EQ(w.sizes(), (c10::IntArrayRef{784, 1024}));
   EXPECT_TRUE(w.is_contiguous());
+
+  // Each run's checkpoint resumed in the other layout, to step 60.
+  std::map<std::string, std::string> last;
+  for (std::string layout : {"auto", "as_built"}) {
+    const std::string from = base / (layout == "auto" ? "as_built" : "auto") + "/checkpoints/step_0000040.ckpt";
+    const auto dir = base / ("resumed_" + layout);
+    const auto cfg = ExperimentConfig::load(
+        gantry::test::kDemo, {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=60",
+                              "trainer.log_every_n_steps=10", "trainer.progress=none", "trainer.threads=1",
+                              "trainer.weight_layout=" + layout, "trainer.resume=" + from});
+    const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
+    const auto result = Trainer(Experiment::build(cfg), dir).fit(data);
+    EXPECT_EQ(result.state.global_step, 60);
+    last[layout] = gantry::test::lines_of(gantry::test::read_text(dir + "/metrics.csv")).back();
+  }
+  const auto a = gantry::test::split(last["auto"], ','), b = gantry::test::split(last["as_built"], ',');
+  ASSERT_EQ(a[0], "60");
+  for (size_t c : {3u, 4u}) EXPECT_NEAR(std::stod(a[c]), std::stod(b[c]), 1e-3 * std::abs(std::stod(b[c])));
 }
 
 TEST(AdamInBackward, GanRunIsBitIdentical) {
