@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <functional>
@@ -300,7 +301,8 @@ struct Trainer::Impl {
                       "use auto or gloo)");
       }
       s.fused = t.fused_adam && fused_adam_applies(*o.optimizer);
-      if (s.fused && !s.sync && t.step_in_backward)  // DDP must average the gradients first
+      const bool leaves = std::all_of(s.params.begin(), s.params.end(), [](const torch::Tensor& p) { return p.is_leaf(); });
+      if (s.fused && !s.sync && t.step_in_backward && leaves)  // DDP must average the gradients first
         s.in_backward = std::make_unique<AdamInBackward>(o.optimizer, s.params);
       slots.push_back(std::move(s));
     }
