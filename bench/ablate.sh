@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Where gantry's single-process speed comes from, measured in one run: gantry
 # as it runs by default, then with each of its speed-ups turned off in turn
-# (Adam stepped inside backward, the transposed weight layout, the fused Adam),
+# (huge pages, Adam stepped inside backward, the transposed weight layout, the
+# fused Adam),
 # against the best hand-tuned bare loop (backward into the stepped optimizer's
 # parameters only, glibc malloc tuned as gantry tunes it) and the loop as the
 # tutorials write it. Alternating runs; medians; ratios within a round.
@@ -23,7 +24,8 @@ gantry() {  # name [key=value ...]
 }
 bare() { build/bin/bare_gan --steps "$steps" --warmup "$warmup" --threads "$threads" --batch "$batch" "$@" | awk '{print $2}'; }
 labels=(
-  "gantry train (the default: fused Adam stepped in backward, transposed weight layout)"
+  "gantry train (the default: fused Adam stepped in backward, transposed weight layout, huge pages)"
+  "gantry train, trainer.huge_pages=false"
   "gantry train, trainer.step_in_backward=false (fused Adam after backward)"
   "gantry train, trainer.weight_layout=as_built"
   "gantry train, step_in_backward=false and weight_layout=as_built"
@@ -34,12 +36,13 @@ labels=(
 run_variant() {  # index round
   case $1 in
     0) gantry "d$2" ;;
-    1) gantry "s$2" trainer.step_in_backward=false ;;
-    2) gantry "l$2" trainer.weight_layout=as_built ;;
-    3) gantry "n$2" trainer.step_in_backward=false trainer.weight_layout=as_built ;;
-    4) gantry "u$2" trainer.fused_adam=false ;;
-    5) GLIBC_TUNABLES=$tuned_malloc bare --inputs ;;
-    6) bare ;;
+    1) gantry "h$2" trainer.huge_pages=false ;;
+    2) gantry "s$2" trainer.step_in_backward=false ;;
+    3) gantry "l$2" trainer.weight_layout=as_built ;;
+    4) gantry "n$2" trainer.step_in_backward=false trainer.weight_layout=as_built ;;
+    5) gantry "u$2" trainer.fused_adam=false ;;
+    6) GLIBC_TUNABLES=$tuned_malloc bare --inputs ;;
+    7) bare ;;
   esac
 }
 declare -A v r

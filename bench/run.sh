@@ -2,7 +2,7 @@
 # The benchmark suite: gantry against a bare LibTorch C++ loop, the same loop
 # in Python (Debian's python3-torch: the same LibTorch underneath) and the
 # machine's matmul limit, on the GAN demo; one table.
-#   bench/run.sh [rounds=3] [steps=700]
+#   bench/run.sh [rounds=3] [steps=700] [BATCHxTHREADS ...]   (default: 64x1 256x1 64x2 256x2)
 # Each configuration (batch 64/256, 1/2 threads) runs gantry, bare, Python in
 # turn, `rounds` times; figures are medians, ratios are taken within a round
 # (these machines are noisy). Steady state: steps after the warm-up only.
@@ -11,6 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3} steps=${2:-700}
+shift $(($# < 2 ? $# : 2))
+configs=()
+for c in "${@:-64x1 256x1 64x2 256x2}"; do
+  for one in $c; do configs+=("${one/x/ }"); done
+done
 cmake --build build --target gantry gan bare_gan gemm_rate >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -51,7 +56,6 @@ run_config() {  # batch threads
   done
 }
 declare -A flop_per_step
-configs=("64 1" "256 1" "64 2" "256 2")
 for c in "${configs[@]}"; do run_config $c; done
 
 # Start-up: from `gantry train` to the end of its first step (plugin load,
@@ -86,8 +90,11 @@ for c in "${configs[@]}"; do
   printf '| %s | %s | matmul-only floor (%.1f GFLOP/s through the same BLAS) | %.1f | %.0f | %.1f | 100%% | | |\n' \
     "$b" "$t" "$gf" "$fl" "$(echo "$fl * $b" | bc -l)" "$gf"
 done
-printf '\nFLOPs per training step (matrix products, D frozen in the G step): %.1f MFLOP per sample (%.2f GFLOP at batch 64)\n' \
-  "$(echo "${flop_per_step[64]} / 64 / 1000000" | bc -l)" "$(echo "${flop_per_step[64]} / 1000000000" | bc -l)"
+for b in "${!flop_per_step[@]}"; do
+  printf '\nFLOPs per training step (matrix products, D frozen in the G step): %.1f MFLOP per sample (%.2f GFLOP at batch %s)' \
+    "$(echo "${flop_per_step[$b]} / $b / 1000000" | bc -l)" "$(echo "${flop_per_step[$b]} / 1000000000" | bc -l)" "$b"
+done
+printf '\n' 
 printf 'BLAS LibTorch uses: %s\n' "${blas:-unknown}"
 printf 'gantry train start-up to the end of the first step: %.2f s (whole 1-step run %.2f s), median of %s\n' \
   "$(printf '%s\n' "${startup[@]}" | median)" "$(printf '%s\n' "${whole[@]}" | median)" "$rounds"

@@ -105,6 +105,7 @@ void requeue_if_asked(int stop_signal, bool zero) {
 
 int cmd_train(const std::string& config_path, const std::vector<std::string>& overrides) {
   ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
+  if (cfg.trainer.huge_pages) advise_huge_heap();  // before the model, optimizer state and data exist
   const DistEnv dist = DistEnv::from(DistEnv::process_environment());
   dist.check(cfg.trainer.num_nodes, cfg.trainer.devices, cfg.where("trainer.devices"));
   const bool zero = dist.rank == 0;

@@ -3,8 +3,11 @@
 // distribution is closer to the data's at step 200 than at step 0.
 #include <torch/torch.h>
 
+#include <fstream>
+
 #include "errors.hpp"
 #include "png.hpp"
+#include "runtime.hpp"
 #include "support.hpp"
 #include "trainer.hpp"
 
@@ -122,4 +125,36 @@ TEST(Training, NanLossStopsTheRunNamingStepAndMetric) {
                 msg.find("_loss is Inf") != std::string::npos)
         << msg;
   }
+}
+
+namespace {
+
+// AnonHugePages of this process, in KiB.
+long anon_huge_kib() {
+  std::ifstream f("/proc/self/smaps_rollup");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::atol(line.c_str() + 14);
+  return -1;
+}
+
+}  // namespace
+
+TEST(Runtime, TheHeapGetsHugePages) {
+  // trainer.huge_pages: what gantry train does before building the model,
+  // here in this test's own process (ctest runs each test in its own).
+  std::ifstream modes_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(modes_file, modes);
+  if (modes.find("[never]") != std::string::npos) GTEST_SKIP() << "transparent huge pages are off here: " << modes;
+  ASSERT_EQ(std::getenv("GLIBC_TUNABLES"), nullptr) << "the test needs glibc's defaults";
+  EXPECT_EQ(advise_huge_heap(), 0u);  // untuned: glibc would trim the grown top at once
+  ASSERT_TRUE(configure_allocator());
+  EXPECT_GT(advise_huge_heap(), size_t(256) << 20);
+  EXPECT_EQ(advise_huge_heap(), 0u);  // once
+  const long before = anon_huge_kib();
+  const auto t = torch::ones({16 << 20});  // 64 MiB from the heap, touched
+  const long after = anon_huge_kib();
+  EXPECT_GE(after - before, 32 * 1024) << "AnonHugePages " << before << " -> " << after << " KiB";
+  EXPECT_EQ(t.sum().item<double>(), double(16 << 20));
 }

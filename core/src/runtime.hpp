@@ -1,6 +1,8 @@
 // Facts about the process the trainer runs in: BLAS, cores, threads, signals.
 #pragma once
 
+#include <cstddef>
+
 #include <string>
 
 #include "gantry/core_export.hpp"
@@ -32,6 +34,15 @@ GANTRY_CORE_EXPORT int configure_threads(int64_t requested, int local_ranks = 1)
 /// 64 MiB): +20% steps/s on the GAN here. Skipped when GLIBC_TUNABLES sets
 /// malloc options, so a user's own tuning wins. Returns whether it applied.
 GANTRY_CORE_EXPORT bool configure_allocator();
+
+/// Grows the heap's top by ~480 MiB of untouched virtual memory and asks the
+/// kernel for transparent huge pages there (madvise), as glibc's
+/// glibc.malloc.hugetlb=1 tunable does; needs THP in [always] or [madvise]
+/// mode and configure_allocator() to have applied (so the top is not
+/// trimmed). Returns the bytes advised (0: nothing done; a second call does
+/// nothing). Call it before the model and data are allocated
+/// (trainer.huge_pages).
+GANTRY_CORE_EXPORT size_t advise_huge_heap();
 
 /// SIGINT / SIGTERM / SIGUSR1 / SIGUSR2 ask the trainer to stop at the next
 /// step boundary and save (the handler only sets a flag); a second SIGINT
