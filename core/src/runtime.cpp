@@ -85,8 +85,9 @@ size_t advise_huge_heap() {
   // top is grown (virtual memory only: nothing is touched; the trim threshold
   // keeps it) and asked for 2 MiB pages, so the parameters, optimizer state
   // and step buffers allocated from it later are backed by huge pages on
-  // first touch. Adam and the element-wise kernels stream ~60 MB a step over
-  // 4 KiB pages otherwise, missing the TLB: +3% steps/s on the GAN here.
+  // first touch. Adam and the element-wise kernels stream ~60 MB a step;
+  // over 4 KiB pages that is ~15,000 pages, far more than the TLB holds (the
+  // likely reason; not counted here): +3-6% steps/s on the GAN here.
   constexpr size_t kHuge = 2 << 20, kBlock = 240 << 20;
   static bool done = false;
   if (done || !g_allocator_tuned || !huge_pages_on_request()) return 0;  // untuned, glibc would trim the top at once
