@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <unordered_map>
 
 namespace gantry {
 
@@ -104,26 +105,27 @@ void fused_adam_step(torch::optim::Optimizer& opt) {
   }
 }
 
-void fused_adam_step(torch::optim::Optimizer& opt, const torch::Tensor& param) {
-  torch::NoGradGuard no_grad;
-  for (auto& group : opt.param_groups())
-    for (auto& p : group.params())
-      if (p.unsafeGetTensorImpl() == param.unsafeGetTensorImpl())
-        return step_param(opt, static_cast<const torch::optim::AdamOptions&>(group.options()), p);
-  TORCH_CHECK(false, "fused Adam: the parameter is not one of this optimizer's");
-}
-
 AdamInBackward::AdamInBackward(std::shared_ptr<torch::optim::Optimizer> opt,
                                const std::vector<torch::Tensor>& params)
     : opt_(std::move(opt)), params_(params), armed_(std::make_shared<bool>(false)) {
+  // Each parameter's group options, found once here rather than by a search
+  // on every step (the options object stays put; a changed lr is seen).
+  std::unordered_map<const c10::TensorImpl*, const torch::optim::AdamOptions*> group_of;
+  for (auto& group : opt_->param_groups())
+    for (auto& p : group.params())
+      group_of.emplace(p.unsafeGetTensorImpl(), &static_cast<const torch::optim::AdamOptions&>(group.options()));
   for (const auto& p : params_) {
     TORCH_CHECK(p.is_leaf() && p.requires_grad(), "AdamInBackward: parameters must be leaves that require grad");
+    const auto found = group_of.find(p.unsafeGetTensorImpl());
+    TORCH_CHECK(found != group_of.end(), "AdamInBackward: a parameter is not one of the optimizer's");
+    options_.push_back(found->second);
     auto acc = torch::autograd::impl::grad_accumulator(p);
     acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [armed = armed_, opt = opt_.get(), param = p](const torch::autograd::variable_list& outputs,
-                                                      const torch::autograd::variable_list&) mutable {
+        [armed = armed_, opt = opt_.get(), o = found->second, param = p](
+            const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) mutable {
           if (*armed) {
-            fused_adam_step(*opt, param);
+            torch::NoGradGuard no_grad;
+            step_param(*opt, *o, param);
             param.mutable_grad().reset();
           }
           return outputs;
@@ -141,10 +143,11 @@ void AdamInBackward::backward_and_step(const torch::Tensor& loss) {
     ~Arm() { armed = false; }
   } arm(*armed_);
   loss.backward({}, c10::nullopt, false, params_);
-  for (auto& p : params_)
-    if (p.grad().defined()) {
-      fused_adam_step(*opt_, p);
-      p.mutable_grad().reset();
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) {
+      step_param(*opt_, *options_[i], params_[i]);
+      params_[i].mutable_grad().reset();
     }
 }
 

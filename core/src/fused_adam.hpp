@@ -24,11 +24,6 @@ GANTRY_CORE_EXPORT bool fused_adam_applies(const torch::optim::Optimizer& opt);
 /// gradient are skipped, as Adam does.
 GANTRY_CORE_EXPORT void fused_adam_step(torch::optim::Optimizer& opt);
 
-/// The same step for one parameter of `opt` only (e.g. as soon as backward has
-/// produced its gradient); stepping every parameter this way once equals
-/// fused_adam_step(opt).
-GANTRY_CORE_EXPORT void fused_adam_step(torch::optim::Optimizer& opt, const torch::Tensor& param);
-
 /// Adam stepped inside backward ("optimizer in backward"): each parameter is
 /// stepped by a post hook on its AccumulateGrad node as soon as backward has
 /// its whole gradient, while that gradient is still in cache, and the gradient
@@ -52,6 +47,7 @@ class GANTRY_CORE_EXPORT AdamInBackward {
  private:
   std::shared_ptr<torch::optim::Optimizer> opt_;
   std::vector<torch::Tensor> params_;
+  std::vector<const torch::optim::AdamOptions*> options_;  // params_[i]'s group options
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // the hooked nodes, kept alive
   std::shared_ptr<bool> armed_;  // hooks step only during backward_and_step
 };
