@@ -17,7 +17,7 @@ packages=(
   iproute2                   # the tests put two ranks in separate network namespaces
   clang libclang-rt-14-dev   # the tests fuzz the stream decoder with libFuzzer
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
-  qt6-base-dev qt6-charts-dev fonts-dejavu-core   # gantry-monitor (gui/), Qt Test
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev fonts-dejavu-core   # gantry-monitor (gui/), Qt Test; Qt6Charts' CMake config needs Qt6OpenGL
   libimgui-dev libglfw3-dev libgl-dev libstb-dev libgl1-mesa-dri   # gantry-view (Dear ImGui, GLFW, OpenGL 3; Mesa for Xvfb)
   xvfb xauth                 # the tests run both GUIs under a real X server
 )
