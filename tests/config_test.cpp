@@ -140,3 +140,82 @@ TEST(Config, NearestKey) {
             "trainer.max_epochs");
   EXPECT_EQ(nearest_key("completely_different", {"trainer.max_epochs"}), "");
 }
+
+TEST(Config, AnAliasBombIsRefusedAtOnce) {
+  // ~1 KB: ten levels of ten aliases of the level below, 10^10 nodes if expanded.
+  std::string text = "name: a\nsystem:\n  l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 10; ++i) {
+    text += "  l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) text += std::string(j ? ", " : "") + "*l" + std::to_string(i - 1);
+    text += "]\n";
+  }
+  ASSERT_LT(text.size(), 1200u);
+  TempDir dir;
+  const auto path = write_config(dir, text);
+  const auto start = std::chrono::steady_clock::now();
+  const auto msg = config_error([&] { ExperimentConfig::load(path); });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_NE(msg.find(path + ": the YAML expands to more than 100000 nodes"), std::string::npos) << msg;
+  // The same in an override's value.
+  std::string value = "{a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]";
+  for (char c = 'b'; c < 'k'; ++c) {
+    value += std::string(", ") + c + ": &" + c + " [";
+    for (int j = 0; j < 10; ++j) value += std::string(j ? ", " : "") + "*" + char(c - 1);
+    value += "]";
+  }
+  value += "}";
+  EXPECT_NE(config_error([&] { ExperimentConfig::load(write_config(dir, "name: a\n"), {"system.x=" + value}); })
+                .find("expands to more than"),
+            std::string::npos);
+  // Anchors and aliases of reasonable size still work.
+  const auto ok = ExperimentConfig::load(
+      write_config(dir, "name: a\nsystem:\n  d: &d [128, 256]\n  g: *d\n"));
+  EXPECT_EQ(ok.system_params["g"].size(), 2u);
+}
+
+TEST(Config, WhatWouldBeSilentlyIgnoredIsOneError) {
+  TempDir dir;
+  auto load = [&](const std::string& text, std::vector<std::string> overrides = {}) {
+    return config_error([&] { ExperimentConfig::load(write_config(dir, text), overrides); });
+  };
+  // A key twice (the last would win), in a section and at the top.
+  auto msg = load("name: a\ntrainer:\n  max_steps: 10\n  max_steps: 20\n");
+  EXPECT_NE(msg.find("exp.yaml:4: key 'max_steps' appears twice in one mapping (first at line 3)"),
+            std::string::npos) << msg;
+  msg = load("name: a\ntrainer:\n  max_steps: 10\ndata:\n  batch_size: 8\ntrainer:\n  seed: 1\n");
+  EXPECT_NE(msg.find("exp.yaml:6: key 'trainer' appears twice"), std::string::npos) << msg;
+  // A mapping where a value belongs; an empty section is fine.
+  msg = load("name: a\ntrainer:\n  max_steps: {}\n");
+  EXPECT_NE(msg.find("trainer.max_steps must be an integer, got '{}'"), std::string::npos) << msg;
+  EXPECT_NO_THROW(ExperimentConfig::load(write_config(dir, "name: a\ntrainer: {}\ncheckpoint: {}\n")));
+  // A second document.
+  msg = load("name: a\n---\nname: b\n");
+  EXPECT_NE(msg.find("a second YAML document"), std::string::npos) << msg;
+  // Unquoted yes/no/on/off where a string belongs; quoted, it is the text.
+  msg = load("name: a\nmonitor:\n  host: Off\n");
+  EXPECT_NE(msg.find("exp.yaml:3: monitor.host must be a string"), std::string::npos) << msg;
+  EXPECT_NE(load("name: a\nslurm:\n  partition: yes\n").find("slurm.partition must be a string"), std::string::npos);
+  EXPECT_EQ(ExperimentConfig::load(write_config(dir, "name: a\nslurm:\n  partition: 'yes'\n")).slurm.partition, "yes");
+  // Values train or submit would trip on later.
+  EXPECT_NE(load("name: a\nmonitor:\n  host: example\n").find("monitor.host must be an IP address"),
+            std::string::npos);
+  EXPECT_NE(load("name: a\n", {"monitor.host=Off"}).find("monitor.host must be a string"), std::string::npos);
+  EXPECT_NE(load("name: a\nslurm:\n  time: soon\n").find("slurm.time must be a SLURM time limit"), std::string::npos);
+  EXPECT_NE(load("name: a\nslurm:\n  mem: [1]\n").find("slurm.mem must be a string"), std::string::npos);
+  EXPECT_NE(load("name: a\nslurm:\n  mem: lots\n").find("slurm.mem must be a SLURM memory size"), std::string::npos);
+  EXPECT_NE(load("name: a\nslurm:\n  signal: 'USR1 now'\n").find("slurm.signal must be"), std::string::npos);
+  EXPECT_NE(load("name: a\nslurm:\n  partition: 'a b'\n").find("slurm.partition must be"), std::string::npos);
+  EXPECT_NE(load("name: a\n", {"trainer.dist_timeout=.inf"}).find("trainer.dist_timeout must be a finite number"),
+            std::string::npos);
+  EXPECT_NE(load("name: " + std::string(1 << 20, 'n') + "\n").find("name must be a directory name"),
+            std::string::npos);
+  for (const char* t : {"90", "1-00:00:00", "00:30:00", "2-12"})
+    EXPECT_EQ(ExperimentConfig::load(write_config(dir, std::string("name: a\nslurm:\n  time: '") + t + "'\n")).slurm.time, t);
+}
+
+TEST(Config, ANonFiniteSystemNumberNamesTheKey) {
+  TempDir dir;
+  const auto path = write_config(dir, "name: a\nsystem:\n  plugin: " + gantry::test::gan_plugin_path() + "\n");
+  const auto msg = config_error([&] { Experiment::build(ExperimentConfig::load(path, {"system.lr=.inf"})); });
+  EXPECT_NE(msg.find("system.lr must be a finite number, got '.inf'"), std::string::npos) << msg;
+}

@@ -6,10 +6,13 @@
 //   5. SystemParams: the plugin's typed view of `system:`
 #include "config.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <sstream>
 
 #include "errors.hpp"
@@ -32,17 +35,36 @@ const char* type_name();
 template <>
 const char* type_name<int64_t>() { return "an integer"; }
 template <>
-const char* type_name<double>() { return "a number"; }
+const char* type_name<double>() { return "a finite number"; }
 template <>
 const char* type_name<bool>() { return "true or false"; }
 template <>
-const char* type_name<std::string>() { return "a string"; }
+const char* type_name<std::string>() { return "a string (quote yes/no/on/off to mean the text)"; }
+
+// A plain (unquoted) scalar that YAML 1.1 reads as a boolean: `host: Off`
+// is a string to yaml-cpp but almost surely not what the user meant.
+bool plain_boolean(const YAML::Node& n) {
+  bool b = false;
+  return n.Tag() == "?" && YAML::convert<bool>::decode(n, b);
+}
+
+template <class T>
+T convert_option(const YAML::Node& n) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (plain_boolean(n)) throw YAML::TypedBadConversion<std::string>(n.Mark());
+  }
+  T v = n.as<T>();
+  if constexpr (std::is_same_v<T, double>) {
+    if (!std::isfinite(v)) throw YAML::TypedBadConversion<double>(n.Mark());
+  }
+  return v;
+}
 
 template <class T, class Section>
 Field option_field(std::string key, Section ExperimentConfig::*section, T Section::*member) {
   return Field{std::move(key), type_name<T>(),
                [section, member](ExperimentConfig& c, const YAML::Node& n) {
-                 (c.*section).*member = n.as<T>();
+                 (c.*section).*member = convert_option<T>(n);
                },
                [section, member](const ExperimentConfig& c) {
                  return YAML::Node((c.*section).*member);
@@ -54,7 +76,7 @@ const std::vector<Field>& schema() {
     using E = ExperimentConfig;
     std::vector<Field> f;
     f.push_back(Field{"name", "a string",
-                      [](E& c, const YAML::Node& n) { c.name = n.as<std::string>(); },
+                      [](E& c, const YAML::Node& n) { c.name = convert_option<std::string>(n); },
                       [](const E& c) { return YAML::Node(c.name); }});
     f.push_back(option_field("system.plugin", &E::system, &SystemOptions::plugin));
     f.push_back(option_field("data.path", &E::data, &DataOptions::path));
@@ -129,6 +151,8 @@ std::vector<std::string> split_key(const std::string& key) {
   return parts;
 }
 
+void check_tree(const YAML::Node& root, const std::string& source);
+
 void apply_override(YAML::Node root, const std::string& text, ExperimentConfig& cfg) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -144,6 +168,7 @@ void apply_override(YAML::Node root, const std::string& text, ExperimentConfig& 
   } catch (const YAML::Exception& e) {
     throw ConfigError("command line override '" + text + "': cannot parse the value: " + e.msg);
   }
+  check_tree(value, "command line override '" + key + "=...'");
   // Walk down with fresh Node handles: operator= on a yaml-cpp Node that
   // aliases another rebinds it, so use reset() to move along the path.
   YAML::Node node;
@@ -162,21 +187,72 @@ void apply_override(YAML::Node root, const std::string& text, ExperimentConfig& 
 
 // ---- 3. load / parse --------------------------------------------------------
 
+bool is_ip_address(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
 std::string file_line(const std::string& source, const YAML::Node& n) {
   const auto m = n.Mark();
   if (m.is_null() || source.empty()) return source.empty() ? "<config>" : source;
   return source + ":" + std::to_string(m.line + 1);
 }
 
+// The top-level sections: `trainer: {}` is an empty section, but
+// `trainer.max_steps: {}` is a map where a value belongs (a type error).
+bool is_section(const std::string& key) {
+  for (const auto& f : schema())
+    if (f.key.size() > key.size() && f.key.compare(0, key.size(), key) == 0 && f.key[key.size()] == '.')
+      return true;
+  return key == "system";
+}
+
 void flatten(const YAML::Node& node, const std::string& prefix,
              std::vector<std::pair<std::string, YAML::Node>>& out) {
   for (auto it = node.begin(); it != node.end(); ++it) {
     const std::string key = prefix + it->first.as<std::string>();
-    if (it->second.IsMap())
+    if (it->second.IsMap() && (it->second.size() > 0 || is_section(key)))
       flatten(it->second, key + ".", out);
     else
       out.emplace_back(key, it->second);
   }
+}
+
+// Before anything walks the tree: a config is small, so bound what it may
+// expand to (aliases are shared nodes that every walk visits again: ten
+// levels of ten aliases are 10^10 nodes in ~1 KB), its depth, and refuse a
+// key given twice in one mapping (yaml-cpp keeps both; the last would win).
+constexpr size_t kMaxConfigNodes = 100000;
+constexpr int kMaxConfigDepth = 32;
+
+void check_tree(const YAML::Node& node, const std::string& source, int depth, size_t& count) {
+  if (++count > kMaxConfigNodes)
+    throw ConfigError(source + ": the YAML expands to more than " + std::to_string(kMaxConfigNodes) +
+                      " nodes (aliases of aliases?): an experiment config is far smaller");
+  if (depth > kMaxConfigDepth)
+    throw ConfigError(file_line(source, node) + ": the YAML nests deeper than " +
+                      std::to_string(kMaxConfigDepth) + " levels");
+  if (node.IsSequence()) {
+    for (const auto& e : node) check_tree(e, source, depth + 1, count);
+  } else if (node.IsMap()) {
+    std::map<std::string, YAML::Mark> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      if (!it->first.IsScalar())
+        throw ConfigError(file_line(source, it->first) + ": a key must be a plain name, got '" +
+                          scalar_text(it->first) + "'");
+      const auto [at, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark());
+      if (!fresh)
+        throw ConfigError(file_line(source, it->first) + ": key '" + it->first.Scalar() +
+                          "' appears twice in one mapping (first at line " + std::to_string(at->second.line + 1) +
+                          "): remove one");
+      check_tree(it->second, source, depth + 1, count);
+    }
+  }
+}
+
+void check_tree(const YAML::Node& root, const std::string& source) {
+  size_t count = 0;
+  check_tree(root, source, 0, count);
 }
 
 ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
@@ -229,8 +305,9 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
     }
   };
   const auto& t = cfg.trainer;
-  check(!cfg.name.empty() && cfg.name.find('/') == std::string::npos, "name",
-        "a non-empty name without '/'");
+  check(!cfg.name.empty() && cfg.name.size() <= 200 && cfg.name.find('/') == std::string::npos &&
+            cfg.name != "." && cfg.name != "..",
+        "name", "a directory name: 1 to 200 bytes, no '/'");
   check(!cfg.system.plugin.empty(), "system.plugin", "a plugin name or path");
   check(cfg.data.batch_size > 0, "data.batch_size", "> 0");
   check(cfg.data.prefetch >= 1, "data.prefetch", ">= 1");
@@ -258,8 +335,19 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
   check(t.grad_compression == "none" || t.grad_compression == "fp16", "trainer.grad_compression",
         "one of none, fp16");
   check(cfg.monitor.port >= 0 && cfg.monitor.port <= 65535, "monitor.port", "a TCP port, or 0 for a free one");
+  check(is_ip_address(cfg.monitor.host), "monitor.host",
+        "an IP address to listen on (127.0.0.1, 0.0.0.0 for every interface, ::1)");
   check(cfg.slurm.cpus_per_task >= 0, "slurm.cpus_per_task", ">= 0");
-  check(!cfg.slurm.time.empty(), "slurm.time", "a time limit such as 01:00:00");
+  check(std::regex_match(cfg.slurm.time, std::regex(R"(([0-9]+-)?[0-9]+(:[0-9]+){0,2}|UNLIMITED|unlimited|infinite)")),
+        "slurm.time", "a SLURM time limit: MM, HH:MM:SS, D-HH:MM:SS (e.g. 01:00:00)");
+  check(std::regex_match(cfg.slurm.mem, std::regex(R"(([0-9]+[KMGT]?)?)")), "slurm.mem",
+        "a SLURM memory size such as 32G or 4000M (empty: the default)");
+  check(std::regex_match(cfg.slurm.signal, std::regex(R"((B:)?(SIG)?[A-Z0-9]+(@[0-9]+)?)")), "slurm.signal",
+        "a SLURM --signal value such as USR1@90");
+  check(std::regex_match(cfg.slurm.partition, std::regex(R"([A-Za-z0-9_.,-]*)")), "slurm.partition",
+        "partition names (letters, digits, _ . - ,)");
+  check(std::regex_match(cfg.slurm.account, std::regex(R"([A-Za-z0-9_.-]*)")), "slurm.account",
+        "an account name (letters, digits, _ . -)");
   check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");
   check(cfg.checkpoint.keep_last >= 0, "checkpoint.keep_last", ">= 0 (0: keep all)");
   try {
@@ -312,12 +400,17 @@ ExperimentConfig ExperimentConfig::load(const std::string& path,
 
 ExperimentConfig ExperimentConfig::parse(const std::string& yaml_text, const std::string& source,
                                          const std::vector<std::string>& overrides) {
-  YAML::Node root;
+  std::vector<YAML::Node> docs;
   try {
-    root = YAML::Load(yaml_text);
+    docs = YAML::LoadAll(yaml_text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
   }
+  if (docs.size() > 1)
+    throw ConfigError(file_line(source, docs[1]) +
+                      ": a second YAML document (after '---'): an experiment config is one document");
+  const YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
+  check_tree(root, source);
   return from_tree(root, source, overrides);
 }
 
@@ -401,7 +494,7 @@ void SystemParams::type_error(const std::string& key, const char* expected) cons
 double SystemParams::get_double(const std::string& key) const {
   const auto& n = require(key, "a number");
   double v = 0;
-  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v)) type_error(key, "a number");
+  if (!n.IsScalar() || !YAML::convert<double>::decode(n, v) || !std::isfinite(v)) type_error(key, "a finite number");
   return v;
 }
 
@@ -431,7 +524,8 @@ std::vector<double> SystemParams::get_double_list(const std::string& key) const 
   if (!n.IsSequence()) type_error(key, "a list of numbers, e.g. [0.5, 0.999]");
   for (const auto& e : n) {
     double v = 0;
-    if (!e.IsScalar() || !YAML::convert<double>::decode(e, v)) type_error(key, "a list of numbers");
+    if (!e.IsScalar() || !YAML::convert<double>::decode(e, v) || !std::isfinite(v))
+      type_error(key, "a list of finite numbers");
     out.push_back(v);
   }
   return out;
