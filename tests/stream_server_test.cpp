@@ -15,6 +15,7 @@
 #include "stream_server.hpp"
 #include "support.hpp"
 #include "wire/message.hpp"
+#include "wire/record_log.hpp"
 
 using namespace gantry;
 using gantry::test::TempDir;
@@ -142,4 +143,91 @@ TEST(StreamServer, MalformedOversizedOrUnexpectedClientMessagesCloseThatClientOn
   server.publish(wire::encode({1, wire::Event{"finished", 1, 0, ""}}), 1, false, "");
   const auto m = good.next();
   EXPECT_EQ(m.seq, 1u);
+}
+
+namespace {
+
+// A server over a log of `n` published Events (seq 1..n).
+struct LoggedServer {
+  explicit LoggedServer(const TempDir& dir, uint64_t n) : log(dir / "s.gantrylog") {
+    {
+      wire::RecordWriter w(log);
+      for (uint64_t s = 1; s <= n; ++s) w.append(wire::encode({s, wire::Event{"warning", int64_t(s), 0, "m"}}));
+    }
+    server = std::make_unique<StreamServer>("127.0.0.1", 0, "tok", log, "t");
+    for (uint64_t s = 1; s <= n; ++s)
+      server->publish(wire::encode({s, wire::Event{"warning", int64_t(s), 0, "m"}}), s, false, "");
+  }
+  std::string log;
+  std::unique_ptr<StreamServer> server;
+};
+
+}  // namespace
+
+TEST(StreamServer, AHelloAheadOfTheRunGetsTheRealNextSeq) {
+  // The Welcome promises what is sent next: a client that claims seq 154 (or
+  // 1000149) of a run at 149 gets next_seq 150, then 150.
+  TempDir dir;
+  LoggedServer s(dir, 149);
+  for (uint64_t claimed : {154ull, 1000149ull, 149ull}) {
+    Client c(s.server->port());
+    c.hello("tok", claimed);
+    const auto w = c.next();
+    ASSERT_TRUE(std::holds_alternative<wire::Welcome>(w.payload));
+    EXPECT_EQ(std::get<wire::Welcome>(w.payload).next_seq, 150u) << claimed;
+    for (int i = 0; i < 100 && s.server->clients() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // A client behind the run still gets its backfill from last_seq + 1.
+  Client behind(s.server->port());
+  behind.hello("tok", 100);
+  EXPECT_EQ(std::get<wire::Welcome>(behind.next().payload).next_seq, 101u);
+  EXPECT_EQ(behind.next().seq, 101u);
+  Client ahead(s.server->port());
+  ahead.hello("tok", 500);
+  EXPECT_EQ(std::get<wire::Welcome>(ahead.next().payload).next_seq, 150u);
+  for (int i = 0; i < 100 && s.server->clients() < 5; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  s.server->publish(wire::encode({150, wire::Event{"finished", 150, 0, ""}}), 150, false, "");
+  EXPECT_EQ(ahead.next().seq, 150u);
+}
+
+TEST(StreamServer, AConnectionThatSendsNoHelloIsClosedAfter10s) {
+  TempDir dir;
+  LoggedServer s(dir, 3);
+  Client silent(s.server->port());  // WebSocket handshake done, no Hello
+  const auto start = std::chrono::steady_clock::now();
+  beast::flat_buffer b;
+  beast::error_code ec;
+  silent.ws().read(b, ec);  // SO_RCVTIMEO is 20 s: a server that never closes fails here
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(ec) << "the server sent a message to a client that said nothing";
+  EXPECT_GT(waited, 9.0);
+  EXPECT_LT(waited, 12.0);
+}
+
+TEST(StreamServer, AHandshakeFloodFromOneSourceIsRefusedBeyondTheRate) {
+  // 60 connections at once from 127.0.0.1: the bucket admits ~20, the rest
+  // are closed before the WebSocket handshake; a second later a well-behaved
+  // client gets in again.
+  TempDir dir;
+  LoggedServer s(dir, 3);
+  int ok = 0, refused = 0;
+  {
+    std::vector<std::unique_ptr<Client>> clients;
+    for (int i = 0; i < 60; ++i) {
+      try {
+        clients.push_back(std::make_unique<Client>(s.server->port()));
+        ++ok;
+      } catch (const std::exception&) {
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GE(ok, 15);
+  EXPECT_LE(ok, 25);
+  EXPECT_EQ(ok + refused, 60);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  Client again(s.server->port());
+  again.hello("tok", 0);
+  EXPECT_TRUE(std::holds_alternative<wire::Welcome>(again.next().payload));
+  EXPECT_EQ(again.next().seq, 1u);
 }

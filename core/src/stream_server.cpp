@@ -6,6 +6,7 @@
 #include <boost/beast/websocket.hpp>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -24,6 +25,13 @@ using tcp = asio::ip::tcp;
 namespace {
 
 constexpr size_t kMaxQueuedBytes = 256u << 20;  // then the client is dropped (it may reconnect)
+constexpr auto kHelloTimeout = std::chrono::seconds(10);  // a connection that says nothing is closed
+// Handshakes per source address: a bucket of 20 that refills at 5 per second
+// (a monitor reconnects once a second at most). Beyond it a connection is
+// closed before the WebSocket handshake: a flood of handshakes costs the
+// training thread nothing and holds no backfill in memory.
+constexpr double kHandshakeBurst = 20, kHandshakesPerSecond = 5;
+constexpr int kMaxSessions = 32;  // open connections at once, all sources together
 
 void log_line(const std::string& text) { std::fprintf(stderr, "monitor: %s\n", text.c_str()); }
 
@@ -48,8 +56,15 @@ struct StreamServer::Impl : std::enable_shared_from_this<StreamServer::Impl> {
   std::atomic<int> live{0};
   std::atomic<int64_t> pending{0};  // frames queued in all sessions
   std::atomic<int> open{0};         // sessions not finished
+  struct Bucket {
+    double tokens = kHandshakeBurst;
+    std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+  };
+  std::map<std::string, Bucket> buckets;  // by source address, io thread only
+  uint64_t refused = 0;
 
   void accept();
+  bool admit(const std::string& source);
 };
 
 struct Session : std::enable_shared_from_this<Session> {
@@ -62,6 +77,7 @@ struct Session : std::enable_shared_from_this<Session> {
 
   websocket::stream<tcp::socket> ws;
   std::shared_ptr<StreamServer::Impl> server;
+  asio::steady_timer hello_timer{ws.get_executor()};
   beast::flat_buffer buffer;
   std::deque<Item> queue;
   size_t queued_bytes = 0;
@@ -75,6 +91,12 @@ struct Session : std::enable_shared_from_this<Session> {
     ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws.read_message_max(1 << 20);  // a Hello is tiny; anything bigger is an error
     ws.binary(true);
+    // From the TCP connection on: the handshake and the Hello within 10 s.
+    hello_timer.expires_after(kHelloTimeout);
+    hello_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->live || self->closed) return;
+      self->drop("sent no Hello within " + std::to_string(kHelloTimeout.count()) + " s");
+    });
     ws.async_accept([self = shared_from_this()](beast::error_code ec) {
       if (ec) return self->drop("handshake failed: " + ec.message());
       self->read_hello();
@@ -84,6 +106,7 @@ struct Session : std::enable_shared_from_this<Session> {
   void read_hello() {
     ws.async_read(buffer, [self = shared_from_this()](beast::error_code ec, size_t) {
       if (ec) return self->drop("closed before Hello: " + ec.message());
+      self->hello_timer.cancel();
       self->on_hello();
     });
   }
@@ -103,7 +126,11 @@ struct Session : std::enable_shared_from_this<Session> {
                     std::to_string(wire::kProtocolVersion));
     if (hello->token != server->token) return reject("wrong token");
     const uint64_t cut = server->published;
-    enqueue(wire::encode({0, wire::Welcome{wire::kProtocolVersion, server->run_name, hello->last_seq + 1}}), false, "");
+    // A client that claims more than was published (it kept a seq from
+    // another run, or from before this run resumed) gets what there is: the
+    // Welcome says the seq that really comes next.
+    const uint64_t from = std::min(hello->last_seq, cut);
+    enqueue(wire::encode({0, wire::Welcome{wire::kProtocolVersion, server->run_name, from + 1}}), false, "");
     // Backfill: everything after the client's last seq up to what is published
     // now; live frames (seq > cut) follow, posted on this same thread.
     for (const auto& f : wire::replay(server->log_path).frames) {
@@ -113,11 +140,11 @@ struct Session : std::enable_shared_from_this<Session> {
       } catch (const wire::WireError&) {
         continue;
       }
-      if (seq > hello->last_seq && seq <= cut) enqueue(f, false, "");
+      if (seq > from && seq <= cut) enqueue(f, false, "");
     }
     live = true;
     server->live++;
-    log_line("client " + peer + " connected from seq " + std::to_string(hello->last_seq + 1));
+    log_line("client " + peer + " connected from seq " + std::to_string(from + 1));
     read_more();
   }
 
@@ -197,6 +224,7 @@ struct Session : std::enable_shared_from_this<Session> {
   }
 
   void drop(const std::string& why) {
+    hello_timer.cancel();
     if (closed && !live) return finish();
     log_line("client " + peer + " " + why);
     closed = true;
@@ -216,10 +244,32 @@ struct Session : std::enable_shared_from_this<Session> {
   }
 };
 
+bool StreamServer::Impl::admit(const std::string& source) {
+  const auto now = std::chrono::steady_clock::now();
+  if (buckets.size() > 4096) buckets.clear();  // many sources: forget them all rather than grow
+  Bucket& b = buckets[source];
+  b.tokens = std::min(kHandshakeBurst, b.tokens + kHandshakesPerSecond *
+                                                      std::chrono::duration<double>(now - b.at).count());
+  b.at = now;
+  if (b.tokens < 1 || open.load() >= kMaxSessions) {
+    if (refused++ % 100 == 0)  // one line per 100, not one per connection
+      log_line("refusing connections from " + source + ": more than " +
+               std::to_string(int(kHandshakesPerSecond)) + " handshakes/s (or " + std::to_string(kMaxSessions) +
+               " open); " + std::to_string(refused) + " refused so far");
+    return false;
+  }
+  b.tokens -= 1;
+  return true;
+}
+
 void StreamServer::Impl::accept() {
   acceptor.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
+    beast::error_code ep_ec;
+    const auto source = socket.remote_endpoint(ep_ec).address().to_string();
+    if (!ec && !ep_ec && !self->admit(source)) {
+      socket.close(ep_ec);
+    } else if (!ec) {
       auto s = std::make_shared<Session>(std::move(socket), self);
       self->sessions.insert(s);
       self->open++;

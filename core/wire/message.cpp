@@ -47,10 +47,9 @@ class Reader {
     return std::string(reinterpret_cast<const char*>(s), len);
   }
   bool at_end() const { return pos_ == n_; }
-  void done(const char* type) const {
-    if (pos_ != n_)
-      throw WireError(std::string(type) + ": " + std::to_string(n_ - pos_) + " bytes left over after the payload");
-  }
+  // After the last field this version knows: bytes left over are fields a
+  // newer writer appended (same protocol version); a reader skips them.
+  void skip_appended() { pos_ = n_; }
 
  private:
   template <class T>
@@ -91,31 +90,31 @@ void put(Writer& w, const Event& m) { w.str(m.kind); w.i64(m.step); w.f64(m.wall
 Payload get_payload(uint8_t type, Reader& r) {
   switch (type) {
     case 1: { Hello m; m.protocol_version = r.u32("Hello.protocol_version"); m.token = r.str("Hello.token");
-              m.last_seq = r.u64("Hello.last_seq"); r.done("Hello"); return m; }
+              m.last_seq = r.u64("Hello.last_seq"); r.skip_appended(); return m; }
     case 2: { Welcome m; m.protocol_version = r.u32("Welcome.protocol_version"); m.run_name = r.str("Welcome.run_name");
-              m.next_seq = r.u64("Welcome.next_seq"); r.done("Welcome"); return m; }
+              m.next_seq = r.u64("Welcome.next_seq"); r.skip_appended(); return m; }
     case 3: { RunInfo m; m.name = r.str("RunInfo.name"); m.plugin = r.str("RunInfo.plugin");
               m.plugin_version = r.str("RunInfo.plugin_version"); m.manifest = r.str("RunInfo.manifest");
               m.config_yaml = r.str("RunInfo.config_yaml"); m.world_size = r.u32("RunInfo.world_size");
               m.num_nodes = r.u32("RunInfo.num_nodes"); m.start_time = r.f64("RunInfo.start_time");
               if (!r.at_end()) m.total_steps = r.i64("RunInfo.total_steps");  // appended field: optional
-              r.done("RunInfo"); return m; }
+              r.skip_appended(); return m; }
     case 4: { Scalars m; const uint32_t n = r.u32("Scalars.count");
               if (n > kMaxPoints) throw WireError("Scalars.count " + std::to_string(n) + " too large");
               for (uint32_t i = 0; i < n; ++i) {
                 Scalar s; s.step = r.i64("Scalar.step"); s.wall_time = r.f64("Scalar.wall_time");
                 s.name = r.str("Scalar.name"); s.value = r.f64("Scalar.value"); m.points.push_back(std::move(s));
               }
-              r.done("Scalars"); return m; }
+              r.skip_appended(); return m; }
     case 5: { Image m; m.tag = r.str("Image.tag"); m.step = r.i64("Image.step"); m.wall_time = r.f64("Image.wall_time");
               m.width = r.u32("Image.width"); m.height = r.u32("Image.height"); m.png = r.str("Image.png");
-              r.done("Image"); return m; }
+              r.skip_appended(); return m; }
     case 6: { RankStatus m; m.rank = r.u32("RankStatus.rank"); m.host = r.str("RankStatus.host");
               m.step = r.i64("RankStatus.step"); m.samples_per_s = r.f64("RankStatus.samples_per_s");
               m.rss_mib = r.f64("RankStatus.rss_mib"); m.wall_time = r.f64("RankStatus.wall_time");
-              r.done("RankStatus"); return m; }
+              r.skip_appended(); return m; }
     case 7: { Event m; m.kind = r.str("Event.kind"); m.step = r.i64("Event.step"); m.wall_time = r.f64("Event.wall_time");
-              m.text = r.str("Event.text"); r.done("Event"); return m; }
+              m.text = r.str("Event.text"); r.skip_appended(); return m; }
     default: throw WireError("unknown message type " + std::to_string(type));
   }
 }
