@@ -10,11 +10,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -77,6 +79,18 @@ void drain(Child& c) {
   }
 }
 
+// A rank stopped by SIGSTOP (or a debugger) cannot honour SIGTERM: the
+// launcher kills it at once instead of waiting out the grace period.
+bool is_stopped(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return false;
+  const char state = line[paren + 2];
+  return state == 'T' || state == 't';
+}
+
 std::string describe_status(int code) {
   if (code > 128) return "was killed by signal " + std::to_string(code - 128) + " (" + strsignal(code - 128) + ")";
   return "exited with code " + std::to_string(code);
@@ -108,9 +122,14 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
       std::perror("gantry launch: pipe");
       return 1;
     }
+    const pid_t launcher = ::getpid();
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::setpgid(0, 0);  // terminal Ctrl-C reaches the launcher only; it forwards once
+      // A rank dies with its launcher (kill -9 of `gantry launch`): SIGTERM,
+      // so it stops at the next step boundary and saves a checkpoint.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher) ::_exit(143);  // the launcher died before prctl
       ::dup2(fds[1], 1);
       ::dup2(fds[1], 2);
       ::setenv("RANK", std::to_string(r).c_str(), 1);
@@ -152,14 +171,32 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
       if (c.running || c.fd >= 0) return true;
     return false;
   };
+  auto kill_stopped = [&] {
+    for (auto& c : children)
+      if (c.running && is_stopped(c.pid)) {
+        std::printf("gantry launch: rank %d (pid %d) is stopped (SIGSTOP?) and stopped responding; killing it\n",
+                    c.rank, int(c.pid));
+        std::fflush(stdout);
+        ::kill(c.pid, SIGKILL);
+      }
+  };
   auto blame = [&] {
     first_failed = failed_now.front();
     for (int r : failed_now)
       if (children[r].code > 128 && children[first_failed].code <= 128) first_failed = r;
     const Child& c = children[first_failed];
-    std::printf("gantry launch: rank %d %s; stopping the other ranks\n", c.rank,
-                describe_status(c.code).c_str());
+    // A rank that is stopped is the cause; the one that failed only noticed.
+    std::string cause;
+    for (auto& o : children)
+      if (o.running && is_stopped(o.pid)) cause += (cause.empty() ? "" : ", ") + std::to_string(o.rank);
+    if (!cause.empty())
+      std::printf("gantry launch: rank %d %s after rank%s %s stopped responding (process stopped); ending the job\n",
+                  c.rank, describe_status(c.code).c_str(), cause.find(',') == std::string::npos ? "" : "s",
+                  cause.c_str());
+    else
+      std::printf("gantry launch: rank %d %s; stopping the other ranks\n", c.rank, describe_status(c.code).c_str());
     std::fflush(stdout);
+    kill_stopped();
     signal_all(SIGTERM);
     kill_deadline = std::chrono::steady_clock::now() + opt.grace;
   };
@@ -203,6 +240,7 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
         blame_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
       if (std::chrono::steady_clock::now() >= blame_at) blame();
     }
+    if (first_failed >= 0) kill_stopped();  // stopped after the blame, or by the user meanwhile
     if (first_failed >= 0 && std::chrono::steady_clock::now() > kill_deadline) signal_all(SIGKILL);
   }
   if (first_failed < 0 && !failed_now.empty()) blame();  // all ended within the window

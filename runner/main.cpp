@@ -13,7 +13,10 @@
 #include <filesystem>
 #include <iostream>
 #include <csignal>
+#include <cstring>
 #include <optional>
+
+#include <unistd.h>
 
 #include "checkpoint.hpp"
 #include "config.hpp"
@@ -21,6 +24,7 @@
 #include "errors.hpp"
 #include "files.hpp"
 #include "gantry/version.hpp"
+#include "gantry_build_info.hpp"
 #include "idx_dataset.hpp"
 #include "launch.hpp"
 #include "submit.hpp"
@@ -119,8 +123,10 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
   if (cfg.trainer.val_every_n_epochs > 0) val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
 
   std::string run_dir;
+  std::optional<RunDirLock> run_dir_lock;  // held until the process ends
   if (zero) {  // only rank 0 writes the run directory
     run_dir = run_dir_for(cfg, cfg.trainer.resume);
+    run_dir_lock.emplace(run_dir);
     write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
     std::printf("run directory: %s\n", run_dir.c_str());
   }
@@ -145,6 +151,18 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
   return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
 }
 
+// What train will need of trainer.out_dir: a directory it can create
+// entries in (or one it can create, in a writable parent).
+void check_writable_dir(const std::string& dir, const std::string& what) {
+  fs::path p = fs::absolute(dir);
+  std::error_code ec;
+  while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
+  if (!fs::is_directory(p, ec))
+    throw Error(what + " '" + dir + "': " + p.string() + " is not a directory");
+  if (::access(p.c_str(), W_OK | X_OK) != 0)
+    throw Error(what + " '" + dir + "': " + p.string() + " is not writable (" + std::strerror(errno) + ")");
+}
+
 int cmd_validate(const std::string& config_path, const std::vector<std::string>& overrides) {
   const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
   Experiment exp = Experiment::build(cfg);
@@ -154,7 +172,12 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
   if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)
     throw DataError(train.images_file + ": samples are " + join_shape(train.images) +
                     ", plugin " + exp.plugin->manifest().name + " expects another shape");
-  if (!cfg.trainer.resume.empty()) {
+  if (cfg.trainer.val_every_n_epochs > 0) {
+    const ImageDataset val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
+    std::printf("validation data: %ld images from %s\n", long(val.size()), val.images_file.c_str());
+  }
+  check_writable_dir(cfg.trainer.out_dir, cfg.where("trainer.out_dir") + ": trainer.out_dir");
+  if (!cfg.trainer.resume.empty() && cfg.trainer.resume != "auto") {
     const CheckpointMeta meta = read_checkpoint_meta(cfg.trainer.resume);
     if (meta.plugin != exp.plugin->manifest().name)
       throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" +
@@ -204,12 +227,22 @@ int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out,
   return 0;
 }
 
+// `gantry --version`: the version, the LibTorch it uses, and any part a plain
+// (release) build left out because its packages were missing.
+std::string version_text() {
+  std::string v = std::string("gantry ") + GANTRY_VERSION + " (LibTorch " + GANTRY_TORCH_VERSION +
+                  (GANTRY_WITH_CUDA ? ", CUDA" : ", CPU") + ")";
+  const std::string left_out = GANTRY_LEFT_OUT;
+  v += left_out.empty() ? "\nevery part built: gantry-monitor, gantry-view" : "\nleft out of this build: " + left_out;
+  return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   configure_allocator();
   CLI::App app{"gantry: train LibTorch systems from plugins (PyTorch Lightning for C++)"};
-  app.set_version_flag("--version", std::string("gantry ") + GANTRY_VERSION);
+  app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
 
   std::string config;

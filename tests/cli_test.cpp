@@ -1,7 +1,15 @@
 // The gantry CLI as a user meets it: bad input is one line on stderr naming
 // the culprit and a non-zero exit; a short run writes the run directory.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <thread>
+
 #include "png.hpp"
 #include "support.hpp"
+#include "wire/message.hpp"
+#include "wire/record_log.hpp"
 
 using gantry::test::CommandResult;
 using gantry::test::lines_of;
@@ -125,4 +133,56 @@ TEST(Cli, WarnsInOneLineWhenTheReferenceBlasIsInUse) {
   const auto fast = run_gantry("validate '" + kDemo + "'", dir.path());
   EXPECT_EQ(fast.err.find("reference BLAS"), std::string::npos) << fast.err;
   EXPECT_NE(fast.out.find("OpenBLAS"), std::string::npos) << fast.out;
+}
+
+TEST(Cli, ValidateChecksWhatTrainWillNeed) {
+  // Each of these passed validate and then failed (or hung) in train.
+  TempDir dir;
+  auto validate = [&](const std::string& args, const std::string& env = "") {
+    return run_gantry("validate '" + kDemo + "' " + args, dir.path(), env);
+  };
+  // A FIFO as the plugin: dlopen would block forever.
+  ASSERT_EQ(::mkfifo((dir / "fifo.so").c_str(), 0644), 0);
+  expect_one_error_line(validate("system.plugin=" + (dir / "fifo.so")), "fifo.so is not a regular file");
+  // An out_dir below a file, and one on a read-only mount (root can write any
+  // directory, so a read-only bind mount in a private mount namespace).
+  write_text(dir / "file", "x");
+  expect_one_error_line(validate("trainer.out_dir=" + (dir / "file/runs")), "is not a directory");
+  std::filesystem::create_directories(dir / "ro");
+  const std::string ro = dir / "ro";
+  const auto r = validate("trainer.out_dir=" + ro + "/runs",
+                          "unshare -m --propagation private sh -c 'mount --bind -o ro " + ro + " " + ro +
+                              " && exec \"$0\" \"$@\"'");
+  expect_one_error_line(r, "trainer.out_dir '" + ro + "/runs': " + ro + " is not writable (Read-only file system)");
+  // A truncated validation split, read only when validation is on.
+  std::filesystem::create_directories(dir / "data");
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"})
+    std::filesystem::copy(gantry::test::fashion_mnist_dir() + "/" + f, dir.path() / "data" / f);
+  write_text(dir / "data/t10k-images-idx3-ubyte", gantry::test::idx_bytes({100, 28, 28}, std::string(50 * 784, '\1')));
+  const std::string data = " data.path=" + (dir / "data");
+  EXPECT_EQ(validate(data).exit_code, 0) << validate(data).err;
+  expect_one_error_line(validate(data + " trainer.val_every_n_epochs=1"), "t10k-images-idx3-ubyte");
+}
+
+TEST(Cli, TwoRunsOfOneExperimentNeverShareARunDirectory) {
+  // Two `trainer.resume=auto` at once would both continue the newest run
+  // directory: the second gets one line naming the first's pid.
+  TempDir dir;
+  const auto first = run_gantry("train '" + kDemo + "' trainer.max_steps=20", dir.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string args = "train '" + kDemo + "' trainer.resume=auto trainer.max_steps=100000";
+  const pid_t running = gantry::test::spawn_gantry(args, dir.path(), dir / "first.log");
+  const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
+  for (int i = 0; i < 300 && gantry::test::read_text(dir / "first.log").find("run directory:") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto second = run_gantry("train '" + kDemo + "' trainer.resume=auto trainer.max_steps=60", dir.path());
+  ::kill(running, SIGTERM);
+  int status = 0;
+  ::waitpid(running, &status, 0);
+  expect_one_error_line(second, "is in use by gantry pid " + std::to_string(running));
+  EXPECT_NE(second.err.find(std::filesystem::canonical(run).filename().string()), std::string::npos) << second.err;
+  // One writer: the run log's seqs are 1, 2, 3, ... with no duplicate.
+  const auto frames = gantry::wire::replay((run / "stream.gantrylog").string()).frames;
+  ASSERT_GT(frames.size(), 5u);
+  for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(gantry::wire::decode(frames[i]).seq, i + 1);
 }

@@ -221,49 +221,122 @@ TEST(Distributed, RankThatNeverArrivesIsNamedWithinTheTimeout) {
   EXPECT_LT(took, 20.0);
 }
 
-TEST(Distributed, KillingOneRankEndsTheJobWithAClearError) {
-  TempDir dir;
-  const std::string out = dir / "launch.log";
+namespace {
+
+// `gantry launch -n 2 CONFIG ARGS` in the background, output to dir/launch.log.
+pid_t spawn_launch(const TempDir& dir, const std::string& args) {
   const pid_t launcher = ::fork();
   if (launcher == 0) {
-    const std::string cmd = "cd '" + dir.path().string() + "' && exec '" + GANTRY_BIN +
-                            "' launch -n 2 '" + kDemo +
-                            "' trainer.max_steps=100000 trainer.dist_timeout=20 >'" + out + "' 2>&1";
+    const std::string cmd = "cd '" + dir.path().string() + "' && exec '" + GANTRY_BIN + "' launch -n 2 '" + kDemo +
+                            "' " + args + " >'" + (dir / "launch.log") + "' 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     ::_exit(127);
   }
-  // Wait until training runs (rank 0 has made its run directory), then SIGKILL rank 1.
-  pid_t rank1 = -1;
-  for (int i = 0; i < 300 && rank1 < 0; ++i) {
+  return launcher;
+}
+
+// Waits until the launched GAN trains (rank 0 wrote its first grid); returns the ranks' pids.
+std::map<int, pid_t> wait_for_training(const TempDir& dir, pid_t launcher) {
+  std::map<int, pid_t> ranks;
+  for (int i = 0; i < 300 && ranks.size() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (!std::filesystem::exists(dir.path() / "runs/gan_fashion_mnist/latest/images/generated_0000000.png"))
       continue;
-    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-      const std::string stat = gantry::test::read_text((e.path() / "stat").string());
-      const auto close = stat.rfind(')');
-      if (close == std::string::npos) continue;
-      int ppid = 0;
-      char state = 0;
-      if (std::sscanf(stat.c_str() + close + 2, "%c %d", &state, &ppid) != 2 || ppid != launcher) continue;
-      std::string environ = gantry::test::read_text((e.path() / "environ").string());
-      for (auto& c : environ) c = c == '\0' ? '\n' : c;
-      if (environ.find("\nRANK=1\n") != std::string::npos) rank1 = std::stoi(e.path().filename());
-    }
+    for (const auto& [pid, rank] : gantry::test::children_of(launcher))
+      if (rank >= 0) ranks[rank] = pid;
   }
-  ASSERT_GT(rank1, 0) << gantry::test::read_text(out);
+  return ranks;
+}
+
+// Waits at most `limit` s for `pid` to exit; returns the seconds it took (or
+// `limit`, after killing it).
+double wait_exit(pid_t pid, int& status, double limit) {
+  const auto start = std::chrono::steady_clock::now();
+  auto took = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (took() >= limit) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return limit;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return took();
+}
+
+}  // namespace
+
+TEST(Distributed, KillingOneRankEndsTheJobWithAClearError) {
+  TempDir dir;
+  const pid_t launcher = spawn_launch(dir, "trainer.max_steps=100000 trainer.dist_timeout=20");
+  const auto ranks = wait_for_training(dir, launcher);
+  ASSERT_EQ(ranks.size(), 2u) << gantry::test::read_text(dir / "launch.log");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const auto killed_at = std::chrono::steady_clock::now();
-  ::kill(rank1, SIGKILL);
+  ::kill(ranks.at(1), SIGKILL);
   int status = 0;
-  for (int i = 0; i < 600 && ::waitpid(launcher, &status, WNOHANG) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-  if (took >= 60) ::kill(launcher, SIGKILL);
+  const double took = wait_exit(launcher, status, 60);
   ASSERT_LT(took, 60.0) << "the job did not end after a rank was killed";
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
-  const std::string log = gantry::test::read_text(out);
+  const std::string log = gantry::test::read_text(dir / "launch.log");
   EXPECT_NE(log.find("gantry launch: rank 1 was killed by signal 9"), std::string::npos) << log;
   EXPECT_NE(log.find("[rank 0] gantry: error: rank 0: "), std::string::npos) << log;
   std::cout << "job ended " << took << " s after rank 1 was killed\n";
+}
+
+TEST(Distributed, AStoppedRankIsNamedAndTheJobEndsWithinTheTimeout) {
+  // SIGSTOP rank 1 (a hang that no signal handler sees): rank 0's collective
+  // times out after trainer.dist_timeout, names rank 1 from its heartbeat, and
+  // the launcher kills the stopped rank at once (it cannot honour SIGTERM).
+  // Both gradient transports.
+  constexpr int kTimeout = 8;
+  for (std::string transport : {"gloo", "shm"}) {
+    TempDir dir;
+    const pid_t launcher = spawn_launch(dir, "trainer.max_steps=100000 trainer.dist_timeout=" +
+                                                 std::to_string(kTimeout) + " trainer.grad_transport=" + transport);
+    const auto ranks = wait_for_training(dir, launcher);
+    ASSERT_EQ(ranks.size(), 2u) << gantry::test::read_text(dir / "launch.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::kill(ranks.at(1), SIGSTOP);
+    int status = 0;
+    const double took = wait_exit(launcher, status, 60);
+    const std::string log = gantry::test::read_text(dir / "launch.log");
+    // The timeout, the heartbeat check (1.5 s) and the launcher's reaction.
+    EXPECT_LT(took, kTimeout + 4.0) << transport << "\n" << log;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << log;
+    EXPECT_NE(log.find("[rank 0] gantry: error: rank 0: "), std::string::npos) << log;
+    EXPECT_NE(log.find("rank 1 stopped responding"), std::string::npos) << transport << "\n" << log;
+    EXPECT_NE(log.find("gantry launch: rank 1 (pid " + std::to_string(ranks.at(1)) + ") is stopped"), std::string::npos)
+        << log;
+    std::cout << transport << ": job ended " << took << " s after rank 1 was stopped (dist_timeout " << kTimeout
+              << ")\n";
+  }
+}
+
+TEST(Distributed, RanksDieWithTheirLauncher) {
+  // kill -9 of `gantry launch`: no rank trains on without it.
+  TempDir dir;
+  const pid_t launcher = spawn_launch(dir, "trainer.max_steps=100000");
+  const auto ranks = wait_for_training(dir, launcher);
+  ASSERT_EQ(ranks.size(), 2u) << gantry::test::read_text(dir / "launch.log");
+  ::kill(launcher, SIGKILL);
+  int status = 0;
+  ::waitpid(launcher, &status, 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto alive = [&] {  // a zombie (nobody reaped it yet) is dead
+    int n = 0;
+    for (const auto& [rank, pid] : ranks) {
+      const std::string stat = gantry::test::read_text("/proc/" + std::to_string(pid) + "/stat");
+      const auto close = stat.rfind(')');
+      n += close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+    }
+    return n;
+  };
+  while (alive() > 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(alive(), 0) << "ranks still running 30 s after their launcher died";
+  for (const auto& [rank, pid] : ranks)
+    if (::kill(pid, 0) == 0) ::kill(pid, SIGKILL);
+  std::cout << "ranks gone " << took << " s after the launcher was killed\n";
 }

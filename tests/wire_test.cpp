@@ -70,6 +70,22 @@ TEST(Wire, AnAppendedFieldIsOptional) {
   EXPECT_EQ(old.start_time, 1.7e9);
 }
 
+TEST(Wire, FieldsAppendedByANewerWriterAreSkipped) {
+  // A newer writer appended fields (a str and an i64) to Event and RunInfo:
+  // this reader decodes what it knows and skips the rest (docs/protocol.md).
+  for (size_t i : {2u, 6u}) {
+    const std::string plain = wire::encode(every_message()[i]);
+    std::string frame = plain;
+    const std::string extra = std::string("\x05\0\0\0later", 9) + std::string(8, '\x07');
+    frame += extra;
+    const uint32_t n = static_cast<uint32_t>(frame.size() - 16);
+    std::memcpy(&frame[12], &n, 4);
+    const wire::Message back = wire::decode(frame);
+    EXPECT_EQ(back.payload.index(), every_message()[i].payload.index());
+    EXPECT_EQ(wire::encode(back), plain) << wire::type_name(back.payload);  // the known fields, exactly
+  }
+}
+
 TEST(Wire, MalformedFramesAreRejectedWithAReason) {
   const std::string good = wire::encode(every_message()[2]);
   for (size_t n = 0; n < good.size(); ++n)  // every truncation
@@ -174,7 +190,12 @@ TEST(Wire, RealRunWritesAReplayableStreamAndTensorBoardFiles) {
       const auto png = decode_png(im->png);
       EXPECT_EQ(png.width, int(im->width));
     } else if (auto* e = std::get_if<wire::Event>(&m.payload)) {
-      checkpoints += e->kind == "checkpoint";
+      if (e->kind == "checkpoint") {
+        ++checkpoints;
+        // The path is relative to the run directory, wherever the runner ran.
+        EXPECT_EQ(e->text.rfind("checkpoints/step_", 0), 0u) << e->text;
+        EXPECT_TRUE(std::filesystem::exists(run / e->text)) << e->text;
+      }
     }
   }
   EXPECT_EQ(scalar_rows, 10);

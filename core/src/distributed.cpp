@@ -19,6 +19,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "errors.hpp"
@@ -61,6 +63,68 @@ std::string local_address_towards(const std::string& host, int port) {
 
 }  // namespace
 
+// Every rank bumps gantry/beat/<rank> twice a second over its own store
+// connection, from its own thread: it goes on while the training thread waits
+// in a collective, and stops when the process is stopped, hung hard or dead.
+struct ProcessGroup::Heartbeat {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::mutex m;
+  std::condition_variable cv;
+  bool stop = false;
+  std::thread thread;
+
+  Heartbeat(const std::string& host, uint16_t port, int rank, std::chrono::milliseconds timeout) {
+    c10d::TCPStoreOptions o;
+    o.port = port;
+    o.isServer = false;
+    o.waitWorkers = false;
+    o.timeout = timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(host, o);
+    thread = std::thread([this, key = "gantry/beat/" + std::to_string(rank)] {
+      std::unique_lock<std::mutex> lock(m);
+      while (!stop) {
+        try {
+          store->add(key, 1);
+        } catch (const std::exception&) {
+          return;  // the store is gone (rank 0 ended): nobody is listening
+        }
+        cv.wait_for(lock, std::chrono::milliseconds(500), [this] { return stop; });
+      }
+    });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+};
+
+std::string ProcessGroup::silent_ranks() {
+  if (env_.world_size < 2) return "";
+  try {
+    store_->setTimeout(std::chrono::seconds(2));
+    auto beats = [&] {
+      std::vector<int64_t> v;
+      for (int r = 0; r < env_.world_size; ++r) v.push_back(store_->add("gantry/beat/" + std::to_string(r), 0));
+      return v;
+    };
+    const auto before = beats();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const auto after = beats();
+    std::string who;
+    for (int r = 0; r < env_.world_size; ++r)
+      if (r != env_.rank && after[r] == before[r]) who += (who.empty() ? "" : ", ") + std::to_string(r);
+    if (who.empty()) return "";
+    return std::string("rank") + (who.find(',') == std::string::npos ? " " : "s ") + who +
+           " stopped responding (no heartbeat for 1.5 s: stopped, hung or dead)";
+  } catch (const std::exception&) {
+    return env_.rank == 0 ? "" : "rank 0 stopped responding (its rendezvous store does not answer)";
+  }
+}
+
 ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout)
     : env_(env), timeout_(timeout) {
   env_.master_addr = resolve_master_host(env.master_addr);
@@ -99,6 +163,11 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
                 std::to_string(env.world_size) + " never arrived at the rendezvous on " + where +
                 " within " + seconds(timeout) + " (not started, crashed, or another MASTER_ADDR/PORT?)");
   }
+  try {
+    heartbeat_ = std::make_unique<Heartbeat>(env_.master_addr, opts.port, env.rank, timeout);
+  } catch (const std::exception& e) {
+    throw Error(me + ": cannot open a second connection to the rendezvous store on " + where + ": " + error_text(e));
+  }
   auto gloo = c10d::ProcessGroupGloo::Options::create();
   gloo->timeout = timeout;
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
@@ -118,7 +187,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   }
 }
 
-ProcessGroup::~ProcessGroup() = default;
+ProcessGroup::~ProcessGroup() { heartbeat_.reset(); }
 
 c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup::group() const { return pg_; }
 
@@ -157,9 +226,10 @@ void ProcessGroup::collective(const char* what, F&& f) {
   try {
     f();
   } catch (const std::exception& e) {
-    throw Error("rank " + std::to_string(env_.rank) + ": " + what +
-                " failed: another rank died or stopped responding (see its output; timeout " +
-                seconds(timeout_) + "): " + error_text(e));
+    const std::string silent = silent_ranks();
+    throw Error("rank " + std::to_string(env_.rank) + ": " + what + " failed: " +
+                (silent.empty() ? "another rank died or stopped responding (see its output" : silent + " (") +
+                "; timeout " + seconds(timeout_) + "): " + error_text(e));
   }
 }
 
@@ -203,7 +273,7 @@ void ProcessGroup::allreduce_max(torch::Tensor& t) {
 }
 
 GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transport transport, bool fp16)
-    : params_(params), world_(pg.world_size()) {
+    : params_(params), pg_(&pg), world_(pg.world_size()) {
   bool float_cpu = true;
   size_t count = 0;
   for (const auto& p : params_) {

@@ -1,6 +1,7 @@
 #include "files.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -100,6 +101,32 @@ void point_latest(const std::string& experiment_dir, const std::string& run_name
   fs::remove(tmp, ec);
   fs::create_directory_symlink(run_name, tmp, ec);
   if (!ec) fs::rename(tmp, experiment / "latest", ec);
+}
+
+RunDirLock::RunDirLock(const std::string& run_dir) {
+  const std::string path = (fs::path(run_dir) / ".lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error("cannot open " + path + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    char buf[256] = {};
+    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+    std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "another process";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    throw Error("run directory " + run_dir + " is in use by " + holder +
+                " (another run of this experiment): wait for it to end, or give this run another name");
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string owner = "gantry pid " + std::to_string(::getpid()) + " on " + host + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, owner.data(), owner.size(), 0) < 0) {
+    // The lock holds without the note; only the message to a second run is poorer.
+  }
+}
+
+RunDirLock::~RunDirLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace gantry

@@ -23,4 +23,20 @@ GANTRY_CORE_EXPORT void point_latest(const std::string& experiment_dir, const st
 /// points `<out_dir>/<name>/latest` at it. Returns its path.
 GANTRY_CORE_EXPORT std::string make_run_dir(const std::string& out_dir, const std::string& name);
 
+/// An exclusive lock on a run directory (`flock` on `<run_dir>/.lock`, which
+/// holds the owner's pid and host), held while the object lives: two runs
+/// never write one run directory (two `trainer.resume=auto` of one
+/// experiment at once). The kernel drops it when the process dies.
+class GANTRY_CORE_EXPORT RunDirLock {
+ public:
+  /// Takes the lock or throws gantry::Error naming the pid that holds it.
+  explicit RunDirLock(const std::string& run_dir);
+  ~RunDirLock();
+  RunDirLock(const RunDirLock&) = delete;
+  RunDirLock& operator=(const RunDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 }  // namespace gantry

@@ -72,7 +72,11 @@ PluginManifest runner_manifest() {
 }
 
 std::shared_ptr<Plugin> Plugin::open(const std::string& path) {
-  if (!fs::exists(path)) throw PluginError("plugin " + path + ": no such file");
+  std::error_code ec_stat;
+  const auto st = fs::status(path, ec_stat);
+  if (!fs::exists(st)) throw PluginError("plugin " + path + ": no such file");
+  // dlopen of a FIFO or a device would block or read forever.
+  if (!fs::is_regular_file(st)) throw PluginError("plugin " + path + " is not a regular file (a shared library)");
   // dlopen once ourselves for dlerror()'s precise message (wrong ELF, missing
   // dependency); Boost.DLL then takes its own reference.
   void* probe = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -110,10 +110,11 @@ class StepContextImpl final : public StepContext {
         loss.backward({}, c10::nullopt, false, slot->params);
         slot->sync->finish();  // the shared-memory exchange; Gloo's ran during backward
       } catch (const std::exception& e) {
+        const std::string silent = slot->sync->silent_ranks();
         throw Error("rank " + std::to_string(rank_) + ": ctx.optimize(\"" + name + "\") at step " +
-                    std::to_string(step_) +
-                    ": backward or its gradient all-reduce failed (if another rank died or hung, "
-                    "its output says why): " + error_text(e));
+                    std::to_string(step_) + ": backward or its gradient all-reduce failed (" +
+                    (silent.empty() ? "if another rank died or hung, its output says why" : silent) +
+                    "): " + error_text(e));
       }
     } else {
       loss.backward({}, c10::nullopt, false, slot->params);
@@ -480,7 +481,8 @@ struct Trainer::Impl {
     save_checkpoint(path, modules, optimizers, state,
                     {plugin_name(), exp.plugin->manifest().version, cfg().to_yaml(), 0}, rng);
     last_checkpoint = path;
-    if (stream) stream->event("checkpoint", state.global_step, unix_time(), path);
+    // Relative to the run directory (the stream's readers may not share the runner's working directory).
+    if (stream) stream->event("checkpoint", state.global_step, unix_time(), (fs::path("checkpoints") / name).string());
     prune_checkpoints((fs::path(run_dir) / "checkpoints").string(), cfg().checkpoint.keep_last);
     return path;
   }
