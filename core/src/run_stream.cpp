@@ -27,7 +27,7 @@ RunStream::~RunStream() = default;
 std::string RunStream::serve(const std::string& host, int port, const std::string& token,
                              const std::string& run_name) {
   const std::string t = token.empty() ? random_token() : token;
-  server_ = std::make_unique<StreamServer>(host, port, t, log_path_, run_name);
+  server_ = std::make_unique<StreamServer>(host, port, t, log_path_, run_name, seq_);
   return "gantry-monitor " + host + ":" + std::to_string(server_->port()) + " --token " + t;
 }
 

@@ -280,8 +280,9 @@ void StreamServer::Impl::accept() {
 }
 
 StreamServer::StreamServer(const std::string& host, int port, std::string token, std::string log_path,
-                           std::string run_name)
+                           std::string run_name, uint64_t published)
     : impl_(std::make_shared<Impl>()) {
+  impl_->published = published;
   impl_->token = std::move(token);
   impl_->log_path = std::move(log_path);
   impl_->run_name = std::move(run_name);

@@ -18,10 +18,11 @@ namespace gantry {
 
 class GANTRY_CORE_EXPORT StreamServer {
  public:
-  /// Listens on host:port (0: a free port) and serves frames of `log_path`.
-  /// Throws gantry::Error when it cannot listen.
+  /// Listens on host:port (0: a free port) and serves frames of `log_path`,
+  /// whose frames up to seq `published` are already written (a resumed run's
+  /// log). Throws gantry::Error when it cannot listen.
   StreamServer(const std::string& host, int port, std::string token, std::string log_path,
-               std::string run_name);
+               std::string run_name, uint64_t published = 0);
   ~StreamServer();
   StreamServer(const StreamServer&) = delete;
   StreamServer& operator=(const StreamServer&) = delete;
