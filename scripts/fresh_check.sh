@@ -29,6 +29,7 @@ if [[ ! -f $base ]]; then
 fi
 
 root=$(mktemp -d /var/tmp/gantry-fresh.XXXXXX)
+chmod 755 "$root"  # it is the chroot's /: users such as munge must traverse it
 cleanup() {
   for m in run dev/shm dev/pts dev sys proc; do umount -l "$root/$m" 2>/dev/null || true; done
   rm -rf --one-file-system "$root"
