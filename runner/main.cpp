@@ -159,8 +159,12 @@ void check_writable_dir(const std::string& dir, const std::string& what) {
   while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
   if (!fs::is_directory(p, ec))
     throw Error(what + " '" + dir + "': " + p.string() + " is not a directory");
-  if (::access(p.c_str(), W_OK | X_OK) != 0)
+  // Try it (access() says yes to root on /proc, and knows no quota): make
+  // and remove an empty directory where train would make its own.
+  std::string probe = (p / ".gantry-validate-XXXXXX").string();
+  if (!::mkdtemp(probe.data()))
     throw Error(what + " '" + dir + "': " + p.string() + " is not writable (" + std::strerror(errno) + ")");
+  ::rmdir(probe.c_str());
 }
 
 int cmd_validate(const std::string& config_path, const std::vector<std::string>& overrides) {

@@ -148,6 +148,7 @@ TEST(Cli, ValidateChecksWhatTrainWillNeed) {
   // directory, so a read-only bind mount in a private mount namespace).
   write_text(dir / "file", "x");
   expect_one_error_line(validate("trainer.out_dir=" + (dir / "file/runs")), "is not a directory");
+  expect_one_error_line(validate("trainer.out_dir=/proc/gantry/runs"), "/proc is not writable");  // root passes access()
   std::filesystem::create_directories(dir / "ro");
   const std::string ro = dir / "ro";
   const auto r = validate("trainer.out_dir=" + ro + "/runs",
