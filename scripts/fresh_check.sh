@@ -29,13 +29,13 @@ if [[ ! -f $base ]]; then
 fi
 
 root=$(mktemp -d /var/tmp/gantry-fresh.XXXXXX)
-chmod 755 "$root"  # it is the chroot's /: users such as munge must traverse it
 cleanup() {
   for m in run dev/shm dev/pts dev sys proc; do umount -l "$root/$m" 2>/dev/null || true; done
   rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
 tar -C "$root" -xf "$base"
+chmod 755 "$root"  # the chroot's / (tar gave it mktemp's 0700): users such as munge must traverse it
 # The same package sources as this machine (the registries CI reaches).
 rm -f "$root"/etc/apt/sources.list
 cp /etc/apt/sources.list.d/debian.sources "$root"/etc/apt/sources.list.d/ 2>/dev/null ||
