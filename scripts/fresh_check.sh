@@ -31,9 +31,11 @@ fi
 root=$(mktemp -d /var/tmp/gantry-fresh.XXXXXX)
 cleanup() {
   for m in run dev/shm dev/pts dev sys proc; do umount -l "$root/$m" 2>/dev/null || true; done
+  umount -l "$root" 2>/dev/null || true
   rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
+mount --bind "$root" "$root"  # / of the chroot is a mount point, as on a machine (unshare -m, ip netns need it)
 tar -C "$root" -xf "$base"
 chmod 755 "$root"  # the chroot's / (tar gave it mktemp's 0700): users such as munge must traverse it
 # The same package sources as this machine (the registries CI reaches).

@@ -9,6 +9,7 @@ packages=(
   cmake ninja-build g++ ccache pkg-config
   libtorch-dev               # LibTorch 1.13 (CPU, c10d + Gloo)
   libopenblas0-openmp        # without it LibTorch multiplies with the reference BLAS (~40x slower)
+  libblas3                   # the reference BLAS itself: a test checks gantry warns when it is in use
   libyaml-cpp-dev libboost-dev libboost-filesystem-dev libcli11-dev zlib1g-dev
   libgloo-dev                # Gloo headers: c10d's ProcessGroupGloo includes them
   libgtest-dev
