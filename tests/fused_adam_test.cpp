@@ -251,10 +251,11 @@ namespace {
 // float32's unit roundoff is 6e-8; a 1024-term product has a typical
 // relative error of sqrt(1024) * 6e-8 = 2e-6 (worst case 1024 * 6e-8 = 6e-5),
 // and the loss averages 64 samples of five layers of such products.
-// Measured under OPENBLAS_CORETYPE Haswell, Zen, SkylakeX, Sandybridge and
-// Nehalem: at most ~3e-6 over steps 1-3 (see docs/BENCHMARKS.md, "Tests across
-// CPUs"). kRoundingTol leaves 10x room; a real defect moves the losses far
-// more (a 1% wrong learning rate: > 1e-4 at step 2; a wrong layout: > 1e-2).
+// Measured under OPENBLAS_CORETYPE Haswell, Zen, SkylakeX, Sandybridge,
+// Nehalem and Prescott: steps 1-3 bit-identical (docs/BENCHMARKS.md, "Tests
+// across CPUs"); 40 steps: up to 1.6e-4. kRoundingTol sits between typical
+// rounding (2e-6) and the worst case (6e-5); a real defect moves the losses
+// far more (a learning rate 1% off: 1.6e-3; a permuted weight: 8.4e-4).
 constexpr double kRoundingTol = 3e-5;
 constexpr int kSteps = 3;
 
