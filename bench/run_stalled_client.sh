@@ -4,19 +4,19 @@
 # with a reconnect storm (200 handshakes/s from one address), and compares
 # steady-state steps/s (steps 100..N) with each run's resident memory at the
 # end (ranks.csv).
-#   bench/run_stalled_client.sh [rounds=3] [steps=1500]
+#   bench/run_stalled_client.sh [rounds=3] [steps=1500] [threads=1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pairs=${1:-3} steps=${2:-1500}
+pairs=${1:-3} steps=${2:-1500} threads=${3:-1}
 cmake --build build --target gantry gan stall_client >/dev/null
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 source bench/common.sh
 run() {  # name mode(none|stall|churn) -> "steps/s rss_mib"
   local name=$1 mode=$2
-  build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps="$steps" trainer.threads=1 \
+  build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps="$steps" trainer.threads="$threads" \
     trainer.progress=none trainer.log_every_n_steps=10 trainer.image_every_n_steps=20 \
-    monitor.token=bench trainer.out_dir="$out" name="$name" >/dev/null &
+    monitor.token=bench trainer.out_dir="$out" name="$name" >/dev/null 2>&1 &
   local pid=$!
   local client=
   if [[ $mode != none ]]; then
@@ -27,7 +27,7 @@ run() {  # name mode(none|stall|churn) -> "steps/s rss_mib"
     client=$!
   fi
   wait "$pid"
-  [[ -n $client ]] && kill "$client" 2>/dev/null || true
+  if [[ -n $client ]]; then kill "$client" 2>/dev/null || true; wait "$client" 2>/dev/null || true; fi
   echo "$(python3 bench/gantry_steps_per_s.py "$out/$name/latest/metrics.csv" 100)" \
        "$(tail -1 "$out/$name/latest/ranks.csv" | cut -d, -f5)"
 }
@@ -40,8 +40,8 @@ for i in $(seq "$pairs"); do
     echo "round $i: $mode $r steps/s, $m MiB" >&2
   done
 done
-printf '\n| demo, 1 thread, grids every 20 steps, %s steps | steps/s (median of %s) | ratio to no client (paired median) | RSS at the end, MiB (median) |\n|---|---|---|---|\n' "$steps" "$pairs"
+printf '\n| demo, %s thread(s), grids every 20 steps, %s steps | steps/s (median of %s) | ratio to no client (paired median) | RSS at the end, MiB (median) |\n|---|---|---|---|\n' "$threads" "$steps" "$pairs"
 printf '| no client | %.2f | 1 | %.0f |\n' "$(med ${rate[none]})" "$(med ${rss[none]})"
 printf '| a client that never reads | %.2f | %.3f | %.0f |\n' "$(med ${rate[stall]})" "$(med ${ratio[stall]})" "$(med ${rss[stall]})"
 printf '| 200 handshakes/s from one address | %.2f | %.3f | %.0f |\n' "$(med ${rate[churn]})" "$(med ${ratio[churn]})" "$(med ${rss[churn]})"
-sed -n 's/^churn: /  churn client: /p' "$out/churn.log" | tail -1 >&2
+sed -n 's/^churn: /churn client: /p' "$out/churn.log" >&2

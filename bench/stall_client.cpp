@@ -5,7 +5,9 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -24,6 +26,9 @@ void connect_and_hello(Ws& ws, int port, const std::string& token) {
   ws.write(asio::buffer(hello));
 }
 
+std::atomic<bool> g_stop{false};
+extern "C" void on_term(int) { g_stop = true; }
+
 int main(int argc, char** argv) {
   if (argc != 4 && !(argc == 6 && std::strcmp(argv[4], "churn") == 0)) {
     std::cerr << "usage: stall_client PORT TOKEN SECONDS [churn N]\n";
@@ -40,7 +45,9 @@ int main(int argc, char** argv) {
   }
   const auto period = std::chrono::duration<double>(1.0 / std::atof(argv[5]));
   long ok = 0, refused = 0;
-  for (auto next = std::chrono::steady_clock::now(); next < end;
+  std::signal(SIGTERM, on_term);  // the bench stops it when the run ends: then say how many went through
+  const auto start = std::chrono::steady_clock::now();
+  for (auto next = start; next < end && !g_stop;
        next += std::chrono::duration_cast<std::chrono::steady_clock::duration>(period)) {
     std::this_thread::sleep_until(next);
     try {
@@ -54,6 +61,7 @@ int main(int argc, char** argv) {
       ++refused;  // refused by the server's handshake limit, or the run ended
     }
   }
-  std::cerr << "churn: " << ok << " handshakes completed, " << refused << " refused\n";
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cerr << "churn: " << ok << " handshakes completed, " << refused << " refused in " << secs << " s\n";
   return 0;
 }
