@@ -1,7 +1,7 @@
 // The training loop. Sections:
 //   1. Experiment::build: plugin + system from a config
-//   2. StepContextImpl: what training_step sees (optimize, log, log_image)
-//   3. Trainer::Impl: setup, the loop, samples, checkpoints, validation
+//   2. Trainer::Impl: setup, the loop, samples, checkpoints, validation
+// (what training_step sees, StepContextImpl, is in step_context.cpp)
 #include "trainer.hpp"
 
 #include <torch/torch.h>
@@ -27,6 +27,7 @@
 #include "metrics_csv.hpp"
 #include "progress.hpp"
 #include "run_stream.hpp"
+#include "step_context.hpp"
 #include "runtime.hpp"
 #include "weight_layout.hpp"
 
@@ -48,118 +49,7 @@ Experiment Experiment::build(const ExperimentConfig& config) {
   return e;
 }
 
-// ---- 2. StepContextImpl -----------------------------------------------------
-
 namespace {
-
-struct OptimizerSlot {
-  std::string name;
-  std::shared_ptr<torch::optim::Optimizer> optimizer;
-  std::vector<torch::Tensor> params;  // those with requires_grad: backward's inputs
-  std::unique_ptr<GradSync> sync;     // gradient all-reduce; null in a world of one
-  bool fused = false;                 // an Adam stepped by fused_adam_step
-  std::unique_ptr<AdamInBackward> in_backward;  // fused and a world of one: stepped during backward
-};
-
-struct LoggedValue {
-  std::string name;
-  torch::Tensor value;
-  bool sync;
-};
-
-class StepContextImpl final : public StepContext {
- public:
-  using ImageSink = std::function<void(const std::string&, const torch::Tensor&)>;
-
-  StepContextImpl(std::vector<OptimizerSlot>& slots, torch::Device device, int rank, int world,
-                  ImageSink sink)
-      : slots_(slots), device_(device), rank_(rank), world_(world), image_sink_(std::move(sink)) {}
-
-  void begin(int64_t step, int64_t epoch) {
-    step_ = step;
-    epoch_ = epoch;
-    values_.clear();
-  }
-  const std::vector<LoggedValue>& values() const { return values_; }
-
-  void optimize(const std::string& name, const torch::Tensor& loss) override {
-    OptimizerSlot* slot = nullptr;
-    for (auto& s : slots_)
-      if (s.name == name) slot = &s;
-    if (!slot) {
-      std::string names;
-      for (const auto& s : slots_) names += (names.empty() ? "" : ", ") + s.name;
-      throw std::invalid_argument("ctx.optimize(\"" + name + "\"): no optimizer named '" + name +
-                                  "'; configure_optimizers() returned: " + names);
-    }
-    TORCH_CHECK(loss.defined() && loss.numel() == 1,
-                "ctx.optimize(\"", name, "\") needs a scalar loss, got shape ",
-                loss.defined() ? loss.sizes() : at::IntArrayRef{});
-    TORCH_CHECK(loss.requires_grad(), "ctx.optimize(\"", name,
-                "\"): the loss does not require grad (computed under no_grad, or detached?)");
-    // Backward into this optimizer's parameters only: autograd skips the weight
-    // gradients of every other module (what Lightning's toggle_optimizer is for,
-    // without having to call it before the forward).
-    if (slot->in_backward) {  // each parameter is stepped as backward reaches it
-      slot->in_backward->backward_and_step(loss);
-      return;
-    }
-    if (slot->sync) {
-      slot->sync->prepare();  // its hooks all-reduce these gradients during backward
-      try {
-        loss.backward({}, c10::nullopt, false, slot->params);
-        slot->sync->finish();  // the shared-memory exchange; Gloo's ran during backward
-      } catch (const std::exception& e) {
-        const std::string silent = slot->sync->silent_ranks();
-        throw Error("rank " + std::to_string(rank_) + ": ctx.optimize(\"" + name + "\") at step " +
-                    std::to_string(step_) + ": backward or its gradient all-reduce failed (" +
-                    (silent.empty() ? "if another rank died or hung, its output says why" : silent) +
-                    "): " + error_text(e));
-      }
-    } else {
-      loss.backward({}, c10::nullopt, false, slot->params);
-    }
-    if (slot->fused)
-      fused_adam_step(*slot->optimizer);
-    else
-      slot->optimizer->step();
-    for (auto& p : slot->params) p.mutable_grad().reset();  // zero_grad(set_to_none=True)
-  }
-
-  void log(const std::string& name, const torch::Tensor& value, bool sync) override {
-    TORCH_CHECK(value.numel() == 1, "ctx.log(\"", name, "\") needs a scalar, got shape ",
-                value.sizes());
-    for (auto& v : values_)
-      if (v.name == name) {
-        v.value = value.detach();
-        v.sync = sync;
-        return;
-      }
-    values_.push_back({name, value.detach(), sync});
-  }
-
-  void log(const std::string& name, double value, bool sync) override {
-    log(name, torch::scalar_tensor(value, torch::kFloat64), sync);
-  }
-
-  void log_image(const std::string& tag, const torch::Tensor& images) override {
-    image_sink_(tag, images);
-  }
-
-  int64_t global_step() const override { return step_; }
-  int64_t epoch() const override { return epoch_; }
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_; }
-  torch::Device device() const override { return device_; }
-
- private:
-  std::vector<OptimizerSlot>& slots_;
-  torch::Device device_;
-  int rank_, world_;
-  ImageSink image_sink_;
-  int64_t step_ = 0, epoch_ = 0;
-  std::vector<LoggedValue> values_;
-};
 
 double unix_time() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -167,7 +57,7 @@ double unix_time() {
 
 }  // namespace
 
-// ---- 3. Trainer -------------------------------------------------------------
+// ---- 2. Trainer -------------------------------------------------------------
 
 struct Trainer::Impl {
   Experiment exp;
