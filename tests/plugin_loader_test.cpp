@@ -71,6 +71,17 @@ TEST(PluginLoader, WrongAbiVersionNamesBothSides) {
   EXPECT_NE(msg.find("gantry ABI 99.x, this runner 1.0"), std::string::npos) << msg;
 }
 
+TEST(PluginLoader, ANewerAbiMinorIsRefusedNamingBothSides) {
+  const auto msg = open_error(plugin_path("newer_minor"));
+  const std::string runner = std::to_string(GANTRY_ABI_VERSION_MAJOR) + "." + std::to_string(GANTRY_ABI_VERSION_MINOR);
+  const std::string plugin = std::to_string(GANTRY_ABI_VERSION_MAJOR) + "." + std::to_string(GANTRY_ABI_VERSION_MINOR + 2);
+  EXPECT_NE(msg.find(plugin_path("newer_minor") + " uses gantry ABI " + plugin + ", newer than this runner's " + runner),
+            std::string::npos)
+      << msg;
+  // The plugins built by this tree (same minor) load.
+  EXPECT_NO_THROW(Plugin::open(plugin_path("tiny")));
+}
+
 TEST(PluginLoader, OtherLibTorchVersionNamesBothSides) {
   const auto msg = open_error(plugin_path("other_torch"));
   EXPECT_NE(msg.find("was built against LibTorch 2.11, this runner uses " +
@@ -122,5 +133,5 @@ TEST(PluginLoader, ListsEveryPluginWithManifestOrError) {
     (summary.rfind("error:", 0) == 0 ? bad : good)++;
   }
   EXPECT_EQ(good, 2);  // tiny, throws (a good manifest; it fails only when constructed)
-  EXPECT_EQ(bad, 4);   // wrong_abi, other_torch, no_factory, notalib
+  EXPECT_EQ(bad, 5);   // wrong_abi, newer_minor, other_torch, no_factory, notalib
 }

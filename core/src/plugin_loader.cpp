@@ -34,6 +34,13 @@ void check_against_runner(const PluginManifest& p) {
     throw PluginError(who + " uses gantry ABI " + std::to_string(p.abi_major) + ".x, this runner " +
                       std::to_string(r.abi_major) + "." + std::to_string(r.abi_minor) +
                       ": rebuild the plugin against this gantry SDK");
+  // A newer minor may rely on virtuals this runner's vtables do not have: a
+  // call to one would jump past the end of the plugin's view of the table.
+  if (p.abi_minor > r.abi_minor)
+    throw PluginError(who + " uses gantry ABI " + std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor) +
+                      ", newer than this runner's " + std::to_string(r.abi_major) + "." +
+                      std::to_string(r.abi_minor) + ": update gantry, or rebuild the plugin against SDK " +
+                      std::to_string(r.abi_major) + "." + std::to_string(r.abi_minor));
   if (p.torch_major != r.torch_major || p.torch_minor != r.torch_minor)
     throw PluginError(who + " was built against LibTorch " +
                       torch_version(p.torch_major, p.torch_minor) + ", this runner uses " +
