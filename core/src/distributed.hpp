@@ -57,9 +57,9 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   void barrier();
   /// The timeout every wait uses (trainer.dist_timeout).
   std::chrono::milliseconds timeout() const { return timeout_; }
-  /// Publishes this rank's status line (a small text record) in the store.
+  /// Publishes this rank's status record (a few bytes: an encoded wire::RankStatus) in the store.
   void publish_status(const std::string& line);
-  /// Every rank's newest status line that has been published, by rank ("" if none yet).
+  /// Every rank's newest status record that has been published, by rank ("" if none yet).
   std::vector<std::string> collect_status();
   /// After a collective failed: which ranks stopped responding, from their
   /// heartbeats (every rank bumps a counter in the store twice a second from

@@ -26,6 +26,7 @@
 #include "image_grid.hpp"
 #include "metrics_csv.hpp"
 #include "progress.hpp"
+#include "rank_status.hpp"
 #include "run_stream.hpp"
 #include "step_context.hpp"
 #include "runtime.hpp"
@@ -80,60 +81,7 @@ struct Trainer::Impl {
   std::unique_ptr<Progress> progress;
   std::vector<std::pair<std::string, double>> last_values;
   std::string last_checkpoint;
-  std::chrono::steady_clock::time_point status_time_ = std::chrono::steady_clock::now();
-  int64_t status_step_ = -1;
-  double status_rate_ = 0;
-
-  // Per-rank status (rank, host, step, samples/s, RSS, time): every rank
-  // publishes it at each metrics row; rank 0 writes the latest record of each
-  // to ranks.csv (during training another rank's may be one row behind; at the
-  // end all are final). Read by people and, later, the monitor.
-  void report_status(int64_t batch_size, bool write = true) {
-    const auto now = std::chrono::steady_clock::now();
-    const double dt = std::chrono::duration<double>(now - status_time_).count();
-    // No step since the last report (the final one follows the last row's):
-    // keep the rate measured then rather than report 0.
-    if (status_step_ >= 0 && dt > 0 && state.global_step > status_step_)
-      status_rate_ = double(state.global_step - status_step_) * double(batch_size) / dt;
-    const double rate = status_rate_;
-    status_time_ = now;
-    status_step_ = state.global_step;
-    char host[256] = "?";
-    ::gethostname(host, sizeof host - 1);
-    long pages = 0, resident = 0;
-    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-      if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-      std::fclose(f);
-    }
-    char line[512];
-    std::snprintf(line, sizeof line, "%d,%s,%ld,%.1f,%.1f,%.3f", dist.rank, host,
-                  long(state.global_step), rate, resident * double(::sysconf(_SC_PAGESIZE)) / (1 << 20),
-                  unix_time());
-    own_status_ = line;
-    if (pg) pg->publish_status(line);
-    if (write) write_status();
-  }
-  std::string own_status_;
-
-  void write_status() {
-    if (!is_zero()) return;
-    const std::vector<std::string> all = pg ? pg->collect_status() : std::vector<std::string>{own_status_};
-    std::string csv = "rank,host,step,samples_per_s,rss_mib,wall_time\n";
-    for (const auto& l : all) {
-      if (l.empty()) continue;
-      csv += l + "\n";
-      wire::RankStatus st;
-      char host[256] = {};
-      long step = 0;
-      if (stream && std::sscanf(l.c_str(), "%u,%255[^,],%ld,%lf,%lf,%lf", &st.rank, host, &step,
-                                &st.samples_per_s, &st.rss_mib, &st.wall_time) == 6) {
-        st.host = host;
-        st.step = step;
-        stream->rank_status(st);
-      }
-    }
-    write_file_atomic((fs::path(run_dir) / "ranks.csv").string(), csv);
-  }
+  std::unique_ptr<RankStatusReporter> status;  // every rank's status -> ranks.csv + stream on rank 0
 
   void setup() {
     const auto& t = cfg().trainer;
@@ -486,6 +434,7 @@ struct Trainer::Impl {
       if (state.global_step > 0)  // clients drop points after this step that came before it
         stream->event("resumed", state.global_step, unix_time(), "resumed from " + t.resume);
     }
+    status = std::make_unique<RankStatusReporter>(dist.rank, pg.get(), stream.get(), run_dir);
     progress = std::make_unique<Progress>(
         is_zero() ? Progress::parse_mode(t.progress, stdout) : Progress::Mode::kNone, total,
         per_epoch, lo.batch_size * dist.world_size);
@@ -527,7 +476,7 @@ struct Trainer::Impl {
         const bool ckpt_due = cfg().checkpoint.every_n_steps > 0 &&
                               state.global_step % cfg().checkpoint.every_n_steps == 0;
         if ((image_due || ckpt_due) && t.broadcast_buffers != "every_step") broadcast_buffers();
-        if (state.global_step % t.log_every_n_steps == 0) report_status(lo.batch_size);
+        if (state.global_step % t.log_every_n_steps == 0) status->report(state.global_step, lo.batch_size);
         if (is_zero() && state.global_step % t.log_every_n_steps == 0) {
           metrics->write(state.global_step, state.epoch, unix_time(), last_values);
           if (stream) stream->scalars(state.global_step, unix_time(), last_values);
@@ -556,10 +505,10 @@ struct Trainer::Impl {
     }
     result.seconds = elapsed();
     finish_agreement();
-    report_status(lo.batch_size, false);
+    status->report(state.global_step, lo.batch_size, false);
     broadcast_buffers();  // a collective: every rank has published its final status
     result.replicas_identical = replicas_identical();
-    write_status();
+    status->write();
     if (metrics && last_row_step != state.global_step && !last_values.empty()) {
       metrics->write(state.global_step, state.epoch, unix_time(), last_values);
       if (stream) stream->scalars(state.global_step, unix_time(), last_values);
