@@ -211,6 +211,8 @@ TEST(StreamServer, AHandshakeFloodFromOneSourceIsRefusedBeyondTheRate) {
   TempDir dir;
   LoggedServer s(dir, 3);
   int ok = 0, refused = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double took = 0;
   {
     std::vector<std::unique_ptr<Client>> clients;
     for (int i = 0; i < 60; ++i) {
@@ -221,9 +223,13 @@ TEST(StreamServer, AHandshakeFloodFromOneSourceIsRefusedBeyondTheRate) {
         ++refused;
       }
     }
+    took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+  // The burst of 20, plus 5 a second for as long as the 60 attempts took (a
+  // loaded machine makes them slower, and the bucket refills meanwhile).
   EXPECT_GE(ok, 15);
-  EXPECT_LE(ok, 25);
+  EXPECT_LE(ok, 21 + static_cast<int>(5 * took)) << "in " << took << " s";
+  EXPECT_LT(ok, 60);
   EXPECT_EQ(ok + refused, 60);
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   Client again(s.server->port());
