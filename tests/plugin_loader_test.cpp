@@ -82,6 +82,19 @@ TEST(PluginLoader, ANewerAbiMinorIsRefusedNamingBothSides) {
   EXPECT_NO_THROW(Plugin::open(plugin_path("tiny")));
 }
 
+TEST(PluginLoader, APluginBuiltAgainstTheFrozenSdk10Trains) {
+  // tests/sdk_1_0: the 1.0 headers, never edited; this runner must load and train it.
+  const auto plugin = Plugin::open(plugin_path("tiny_sdk_1_0"));
+  EXPECT_EQ(plugin->manifest().abi_major, 1u);
+  EXPECT_EQ(plugin->manifest().abi_minor, 0u);
+  gantry::test::TempDir dir;
+  const auto r = gantry::test::run_gantry("train '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                                              "' trainer.max_steps=20 system.plugin=" + plugin_path("tiny_sdk_1_0"),
+                                          dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("done at step 20"), std::string::npos) << r.out;
+}
+
 TEST(PluginLoader, OtherLibTorchVersionNamesBothSides) {
   const auto msg = open_error(plugin_path("other_torch"));
   EXPECT_NE(msg.find("was built against LibTorch 2.11, this runner uses " +
@@ -132,6 +145,6 @@ TEST(PluginLoader, ListsEveryPluginWithManifestOrError) {
     if (path.find("test_plugins") == std::string::npos) continue;
     (summary.rfind("error:", 0) == 0 ? bad : good)++;
   }
-  EXPECT_EQ(good, 2);  // tiny, throws (a good manifest; it fails only when constructed)
+  EXPECT_EQ(good, 3);  // tiny, tiny_sdk_1_0, throws (a good manifest; it fails only when constructed)
   EXPECT_EQ(bad, 5);   // wrong_abi, newer_minor, other_torch, no_factory, notalib
 }
