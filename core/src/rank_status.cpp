@@ -8,14 +8,11 @@
 #include "distributed.hpp"
 #include "files.hpp"
 #include "run_stream.hpp"
+#include "runtime.hpp"
 
 namespace gantry {
 
 namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 double resident_mib() {
   long pages = 0, resident = 0;
@@ -47,7 +44,7 @@ void RankStatusReporter::report(int64_t step, int64_t batch_size, bool write) {
   own_.step = step;
   own_.samples_per_s = rate_;
   own_.rss_mib = resident_mib();
-  own_.wall_time = unix_now();
+  own_.wall_time = unix_time();
   if (pg_) pg_->publish_status(wire::encode({0, own_}));
   if (write) this->write();
 }

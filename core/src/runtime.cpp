@@ -1,5 +1,7 @@
 #include "runtime.hpp"
 
+#include <chrono>
+
 #include <dlfcn.h>
 #include <malloc.h>
 #include <sched.h>
@@ -16,6 +18,11 @@
 #include <string>
 
 namespace gantry {
+
+double unix_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 
 BlasInfo detect_blas() {
   BlasInfo info;

@@ -17,6 +17,9 @@ struct BlasInfo {
 
 /// Which BLAS LibTorch's matrix products go to (Debian's LibTorch calls
 /// whatever libblas.so.3 the alternatives system selects).
+/// Wall-clock seconds since the Unix epoch (what metrics, the stream and TensorBoard record).
+GANTRY_CORE_EXPORT double unix_time();
+
 GANTRY_CORE_EXPORT BlasInfo detect_blas();
 
 /// One line to warn with when the reference BLAS is in use, else "".

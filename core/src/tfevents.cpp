@@ -1,5 +1,7 @@
 #include "tfevents.hpp"
 
+#include "runtime.hpp"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,8 +51,7 @@ std::string event_with_value(const std::string& value, int64_t step, double wall
 TfEventsWriter::TfEventsWriter(const std::string& dir) : last_flush_(std::chrono::steady_clock::now()) {
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = unix_time();
   path_ = (std::filesystem::path(dir) / ("events.out.tfevents." + std::to_string(static_cast<int64_t>(now)) +
                                          "." + host))
               .string();

@@ -50,14 +50,6 @@ Experiment Experiment::build(const ExperimentConfig& config) {
   return e;
 }
 
-namespace {
-
-double unix_time() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 // ---- 2. Trainer -------------------------------------------------------------
 
 struct Trainer::Impl {
@@ -554,7 +546,7 @@ FitResult Trainer::fit(const ImageDataset& train, const ImageDataset* val) {
     if (impl_->metrics) impl_->metrics->flush();
     if (impl_->stream) {
       impl_->stream->event("failed", impl_->state.global_step,
-                           std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(),
+                           unix_time(),
                            e.what());
       impl_->stream->flush();
     }
