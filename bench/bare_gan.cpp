@@ -13,7 +13,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "idx_dataset.hpp"
+#include "data/idx_dataset.hpp"
 
 namespace nn = torch::nn;
 

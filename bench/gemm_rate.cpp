@@ -13,7 +13,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime.hpp"
+#include "runtime/runtime.hpp"
 
 namespace {
 

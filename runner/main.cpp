@@ -18,20 +18,20 @@
 
 #include <unistd.h>
 
-#include "checkpoint.hpp"
-#include "config.hpp"
-#include "dist_env.hpp"
-#include "errors.hpp"
-#include "files.hpp"
+#include "train/checkpoint.hpp"
+#include "config/config.hpp"
+#include "config/dist_env.hpp"
+#include "config/errors.hpp"
+#include "config/files.hpp"
 #include "gantry/version.hpp"
 #include "gantry_build_info.hpp"
-#include "idx_dataset.hpp"
+#include "data/idx_dataset.hpp"
 #include "launch.hpp"
 #include "submit.hpp"
-#include "image_grid.hpp"
-#include "plugin_loader.hpp"
-#include "runtime.hpp"
-#include "trainer.hpp"
+#include "data/image_grid.hpp"
+#include "plugin/plugin_loader.hpp"
+#include "runtime/runtime.hpp"
+#include "train/trainer.hpp"
 
 namespace fs = std::filesystem;
 using namespace gantry;

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <regex>
 
-#include "errors.hpp"
-#include "files.hpp"
+#include "config/errors.hpp"
+#include "config/files.hpp"
 
 namespace fs = std::filesystem;
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
+#include "config/config.hpp"
 
 namespace gantry {
 

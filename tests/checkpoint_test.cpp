@@ -2,10 +2,10 @@
 // of another model or plugin, or a corrupt one, is a clear error.
 #include <torch/torch.h>
 
-#include "checkpoint.hpp"
-#include "errors.hpp"
+#include "train/checkpoint.hpp"
+#include "config/errors.hpp"
 #include "support.hpp"
-#include "trainer.hpp"
+#include "train/trainer.hpp"
 
 using namespace gantry;
 using gantry::test::TempDir;

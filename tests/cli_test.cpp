@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "png.hpp"
+#include "io/png.hpp"
 #include "support.hpp"
 #include "wire/message.hpp"
 #include "wire/record_log.hpp"

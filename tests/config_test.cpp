@@ -1,9 +1,9 @@
 // Experiment configs: the demo loads, and each kind of bad input is one error
 // naming the key, where it was set and what was expected.
-#include "config.hpp"
-#include "errors.hpp"
+#include "config/config.hpp"
+#include "config/errors.hpp"
 #include "support.hpp"
-#include "trainer.hpp"
+#include "train/trainer.hpp"
 
 using namespace gantry;
 using gantry::test::TempDir;

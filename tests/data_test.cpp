@@ -1,11 +1,11 @@
 // The IDX reader, PNG codec, image grid and data loader.
 #include <zlib.h>
 
-#include "data_loader.hpp"
-#include "errors.hpp"
-#include "idx_dataset.hpp"
-#include "image_grid.hpp"
-#include "png.hpp"
+#include "data/data_loader.hpp"
+#include "config/errors.hpp"
+#include "data/idx_dataset.hpp"
+#include "data/image_grid.hpp"
+#include "io/png.hpp"
 #include "support.hpp"
 
 using namespace gantry;

@@ -10,8 +10,8 @@
 
 #include <torch/torch.h>
 
-#include "dist_env.hpp"
-#include "errors.hpp"
+#include "config/dist_env.hpp"
+#include "config/errors.hpp"
 #include "support.hpp"
 
 using namespace gantry;

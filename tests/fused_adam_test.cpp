@@ -6,10 +6,10 @@
 // (weight_layout.hpp): which weights, what it keeps, and real runs with it.
 #include <torch/torch.h>
 
-#include "fused_adam.hpp"
+#include "train/fused_adam.hpp"
 #include "support.hpp"
-#include "trainer.hpp"
-#include "weight_layout.hpp"
+#include "train/trainer.hpp"
+#include "train/weight_layout.hpp"
 
 using namespace gantry;
 using gantry::test::TempDir;

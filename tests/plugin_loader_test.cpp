@@ -1,8 +1,8 @@
 // The loader against real plugins built by this tree: a good one and one for
 // each way a plugin can be wrong. Each wrong one is one clear PluginError.
-#include "config.hpp"
-#include "errors.hpp"
-#include "plugin_loader.hpp"
+#include "config/config.hpp"
+#include "config/errors.hpp"
+#include "plugin/plugin_loader.hpp"
 #include "support.hpp"
 
 using namespace gantry;

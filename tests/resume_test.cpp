@@ -11,10 +11,10 @@
 
 #include <torch/torch.h>
 
-#include "checkpoint.hpp"
-#include "errors.hpp"
+#include "train/checkpoint.hpp"
+#include "config/errors.hpp"
 #include "support.hpp"
-#include "trainer.hpp"
+#include "train/trainer.hpp"
 
 using namespace gantry;
 using gantry::test::kDemo;

@@ -12,7 +12,7 @@
 #include <regex>
 #include <thread>
 
-#include "stream_server.hpp"
+#include "io/stream_server.hpp"
 #include "support.hpp"
 #include "wire/message.hpp"
 #include "wire/record_log.hpp"

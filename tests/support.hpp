@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "errors.hpp"
+#include "config/errors.hpp"
 
 namespace gantry::test {
 

@@ -9,11 +9,11 @@
 #include <thread>
 #include <sys/wait.h>
 
-#include "errors.hpp"
-#include "png.hpp"
-#include "runtime.hpp"
+#include "config/errors.hpp"
+#include "io/png.hpp"
+#include "runtime/runtime.hpp"
 #include "support.hpp"
-#include "trainer.hpp"
+#include "train/trainer.hpp"
 
 using namespace gantry;
 using gantry::test::TempDir;

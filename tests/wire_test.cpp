@@ -1,9 +1,9 @@
 // The stream: codec round trip for every message, malformed frames rejected,
 // the run log's torn tail, and what a real run writes (run log + TensorBoard).
-#include "png.hpp"
-#include "run_stream.hpp"
+#include "io/png.hpp"
+#include "io/run_stream.hpp"
 #include "support.hpp"
-#include "tfevents.hpp"
+#include "io/tfevents.hpp"
 #include "wire/crc.hpp"
 #include "wire/message.hpp"
 #include "wire/record_log.hpp"

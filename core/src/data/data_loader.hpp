@@ -1,0 +1,67 @@
+// Batches from an in-memory ImageDataset: DistributedSampler semantics (the
+// same permutation from seed + epoch on every rank, padded to equal length, a
+// disjoint shard per rank), prepared on a worker thread while the step runs.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "gantry/core_export.hpp"
+#include "gantry/system.hpp"
+#include "data/idx_dataset.hpp"
+
+namespace gantry {
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  bool drop_last = false;
+  int64_t prefetch = 2;
+  uint64_t seed = 42;
+  int rank = 0;
+  int world_size = 1;
+  double low = -1.0;   ///< pixel 0 ->
+  double high = 1.0;   ///< pixel 255 ->
+};
+
+class GANTRY_CORE_EXPORT DataLoader {
+ public:
+  DataLoader(const ImageDataset& data, LoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// Batches per epoch on this rank.
+  int64_t batches_per_epoch() const;
+  /// Samples per epoch on this rank (after padding / dropping).
+  int64_t samples_per_rank() const { return per_rank_; }
+  /// Starts (or restarts) epoch `epoch`, skipping its first `skip` batches
+  /// (resuming mid-epoch continues the same order).
+  void start_epoch(int64_t epoch, int64_t skip = 0);
+  /// The next batch of the epoch, or nothing at its end.
+  std::optional<Batch> next();
+  /// The sample indices of this rank for `epoch`, in order (for tests).
+  torch::Tensor indices(int64_t epoch) const;
+
+ private:
+  void stop_worker();
+  void work(torch::Tensor order, int64_t first, int64_t last);
+  Batch make_batch(const int64_t* idx, int64_t n) const;
+
+  const ImageDataset& data_;
+  LoaderOptions opt_;
+  int64_t per_rank_ = 0;
+
+  std::thread worker_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  bool done_ = false;
+};
+
+}  // namespace gantry

@@ -1,0 +1,374 @@
+#include "dist/distributed.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <random>
+
+#include "dist/shm_allreduce.hpp"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "config/errors.hpp"
+#include "runtime/runtime.hpp"
+
+namespace gantry {
+
+namespace {
+
+std::string seconds(std::chrono::milliseconds ms) {
+  return std::to_string(ms.count() / 1000.0).substr(0, std::to_string(ms.count() / 1000).size() + 2) + " s";
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+// The local address of the interface that routes to the master: what Gloo
+// binds to, so that peers on other hosts (or network namespaces) reach it.
+// A connected UDP socket sends nothing; it only asks the kernel for a route.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0 || !res) return "";
+  std::string out;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    char buf[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
+      out = buf;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return out;
+}
+
+}  // namespace
+
+// Every rank bumps gantry/beat/<rank> twice a second over its own store
+// connection, from its own thread: it goes on while the training thread waits
+// in a collective, and stops when the process is stopped, hung hard or dead.
+struct ProcessGroup::Heartbeat {
+  c10::intrusive_ptr<c10d::Store> store;
+  std::mutex m;
+  std::condition_variable cv;
+  bool stop = false;
+  std::thread thread;
+
+  Heartbeat(const std::string& host, uint16_t port, int rank, std::chrono::milliseconds timeout) {
+    c10d::TCPStoreOptions o;
+    o.port = port;
+    o.isServer = false;
+    o.waitWorkers = false;
+    o.timeout = timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(host, o);
+    thread = std::thread([this, key = "gantry/beat/" + std::to_string(rank)] {
+      std::unique_lock<std::mutex> lock(m);
+      while (!stop) {
+        try {
+          store->add(key, 1);
+        } catch (const std::exception&) {
+          return;  // the store is gone (rank 0 ended): nobody is listening
+        }
+        cv.wait_for(lock, std::chrono::milliseconds(500), [this] { return stop; });
+      }
+    });
+  }
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+};
+
+std::string ProcessGroup::silent_ranks() {
+  if (env_.world_size < 2) return "";
+  try {
+    store_->setTimeout(std::chrono::seconds(2));
+    auto beats = [&] {
+      std::vector<int64_t> v;
+      for (int r = 0; r < env_.world_size; ++r) v.push_back(store_->add("gantry/beat/" + std::to_string(r), 0));
+      return v;
+    };
+    const auto before = beats();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const auto after = beats();
+    std::string who;
+    for (int r = 0; r < env_.world_size; ++r)
+      if (r != env_.rank && after[r] == before[r]) who += (who.empty() ? "" : ", ") + std::to_string(r);
+    if (who.empty()) return "";
+    return std::string("rank") + (who.find(',') == std::string::npos ? " " : "s ") + who +
+           " stopped responding (no heartbeat for 1.5 s: stopped, hung or dead)";
+  } catch (const std::exception&) {
+    return env_.rank == 0 ? "" : "rank 0 stopped responding (its rendezvous store does not answer)";
+  }
+}
+
+ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout)
+    : env_(env), timeout_(timeout) {
+  env_.master_addr = resolve_master_host(env.master_addr);
+  const std::string where = env_.master_addr + ":" + std::to_string(env.master_port);
+  const std::string me = "rank " + std::to_string(env.rank);
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(env.master_port);
+  opts.isServer = env.rank == 0;
+  opts.numWorkers = env.world_size;
+  opts.waitWorkers = false;  // we wait ourselves, to name who is missing
+  opts.timeout = timeout;
+  try {
+    store_ = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, opts);
+  } catch (const std::exception& e) {
+    throw Error(me + ": " +
+                (env.rank == 0 ? "cannot listen on " + where
+                               : "cannot reach the master (rank 0) at " + where + " within " +
+                                     seconds(timeout)) +
+                ": " + error_text(e));
+  }
+  // Everyone checks in; everyone waits for everyone, then names the missing.
+  store_->set("gantry/arrived/" + std::to_string(env.rank), std::vector<uint8_t>{1});
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int> missing;
+  while (true) {
+    missing.clear();
+    for (int r = 0; r < env.world_size; ++r)
+      if (!store_->check({"gantry/arrived/" + std::to_string(r)})) missing.push_back(r);
+    if (missing.empty() || std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    throw Error(me + ": rank" + (missing.size() > 1 ? "s " : " ") + list + " of " +
+                std::to_string(env.world_size) + " never arrived at the rendezvous on " + where +
+                " within " + seconds(timeout) + " (not started, crashed, or another MASTER_ADDR/PORT?)");
+  }
+  try {
+    heartbeat_ = std::make_unique<Heartbeat>(env_.master_addr, opts.port, env.rank, timeout);
+  } catch (const std::exception& e) {
+    throw Error(me + ": cannot open a second connection to the rendezvous store on " + where + ": " + error_text(e));
+  }
+  auto gloo = c10d::ProcessGroupGloo::Options::create();
+  gloo->timeout = timeout;
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"))
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  else if (is_loopback(env_.master_addr))
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  else if (const std::string local = local_address_towards(env_.master_addr, env_.master_port);
+           !local.empty())
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
+  else
+    gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  try {
+    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
+        c10::make_intrusive<c10d::PrefixStore>("gloo", store_), env.rank, env.world_size, gloo);
+  } catch (const std::exception& e) {
+    throw Error(me + ": cannot connect the Gloo process group: " + error_text(e));
+  }
+}
+
+ProcessGroup::~ProcessGroup() { heartbeat_.reset(); }
+
+c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup::group() const { return pg_; }
+
+std::string ProcessGroup::share(const std::string& key, const std::string& value) {
+  if (env_.rank == 0) {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    return value;
+  }
+  std::vector<uint8_t> v;
+  collective("waiting for rank 0's shared value", [&] { v = store_->get(key); });
+  return std::string(v.begin(), v.end());
+}
+
+void ProcessGroup::barrier() {
+  torch::Tensor t = torch::zeros({1});
+  allreduce_sum(t);
+}
+
+void ProcessGroup::publish_status(const std::string& line) {
+  store_->set("gantry/status/" + std::to_string(env_.rank), std::vector<uint8_t>(line.begin(), line.end()));
+}
+
+std::vector<std::string> ProcessGroup::collect_status() {
+  std::vector<std::string> out(env_.world_size);
+  for (int r = 0; r < env_.world_size; ++r) {
+    const std::string key = "gantry/status/" + std::to_string(r);
+    if (!store_->check({key})) continue;
+    const auto v = store_->get(key);
+    out[r].assign(v.begin(), v.end());
+  }
+  return out;
+}
+
+template <class F>
+void ProcessGroup::collective(const char* what, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    const std::string silent = silent_ranks();
+    throw Error("rank " + std::to_string(env_.rank) + ": " + what + " failed: " +
+                (silent.empty() ? "another rank died or stopped responding (see its output" : silent + " (") +
+                "; timeout " + seconds(timeout_) + "): " + error_text(e));
+  }
+}
+
+void ProcessGroup::broadcast(const std::vector<torch::Tensor>& tensors) {
+  if (tensors.empty()) return;
+  collective("broadcast from rank 0",
+             [&] { c10d::broadcast_coalesced(pg_, tensors, 16 * 1024 * 1024, 0); });
+}
+
+void ProcessGroup::allreduce_sum(torch::Tensor& t) {
+  collective("all-reduce", [&] {
+    std::vector<torch::Tensor> v{t};
+    pg_->allreduce(v)->wait();
+  });
+}
+
+std::function<void()> ProcessGroup::allreduce_max_async(torch::Tensor& t) {
+  std::vector<torch::Tensor> v{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::MAX;
+  c10::intrusive_ptr<c10d::Work> work;
+  collective("all-reduce", [&] { work = pg_->allreduce(v, o); });
+  return [this, work] { collective("all-reduce", [&] { work->wait(); }); };
+}
+
+std::vector<torch::Tensor> ProcessGroup::allgather(const torch::Tensor& t) {
+  std::vector<std::vector<torch::Tensor>> out(1);
+  for (int r = 0; r < env_.world_size; ++r) out[0].push_back(torch::empty_like(t));
+  std::vector<torch::Tensor> in{t.contiguous()};
+  collective("all-gather", [&] { pg_->allgather(out, in)->wait(); });
+  return out[0];
+}
+
+void ProcessGroup::allreduce_max(torch::Tensor& t) {
+  collective("all-reduce", [&] {
+    std::vector<torch::Tensor> v{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::MAX;
+    pg_->allreduce(v, o)->wait();
+  });
+}
+
+GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transport transport, bool fp16)
+    : params_(params), pg_(&pg), world_(pg.world_size()) {
+  bool float_cpu = true;
+  size_t count = 0;
+  for (const auto& p : params_) {
+    float_cpu = float_cpu && p.device().is_cpu() && p.scalar_type() == torch::kFloat;
+    count += static_cast<size_t>(p.numel());
+  }
+  if (transport == Transport::kShm && float_cpu) {
+    // Rank 0 creates the segment under a random name, then shares the name;
+    // the others open it. Every rank says whether it could; only if all could
+    // is it used (a rank may see another /dev/shm, e.g. in a container), else
+    // all fall back to Gloo together. Rank 0 removes the name at once either
+    // way: nothing is left in /dev/shm, whatever happens to the job later.
+    const int id = pg.next_id();
+    const double timeout_s = std::chrono::duration<double>(pg.timeout()).count();
+    std::unique_ptr<ShmAllreduce> shm;
+    std::string why;
+    std::string name;
+    if (pg.rank() == 0) {
+      std::random_device rd;
+      name = "/gantry-" + std::to_string(::getpid()) + "-" + std::to_string(rd()) + "-" + std::to_string(id);
+      try {
+        shm = std::make_unique<ShmAllreduce>(name, 0, pg.world_size(), count, true, timeout_s);
+      } catch (const Error& e) {
+        why = e.what();
+        name.clear();
+      }
+    }
+    name = pg.share("gantry/shm/" + std::to_string(id), name);
+    if (pg.rank() != 0 && !name.empty()) {
+      try {
+        shm = std::make_unique<ShmAllreduce>(name, pg.rank(), pg.world_size(), count, false, timeout_s);
+      } catch (const Error& e) {
+        why = e.what();
+      }
+    }
+    torch::Tensor ready = torch::full({1}, shm ? 1.0f : 0.0f);
+    pg.allreduce_sum(ready);
+    if (pg.rank() == 0 && shm) shm->unlink();
+    if (ready.item<float>() == static_cast<float>(pg.world_size())) {
+      shm_ = std::move(shm);
+      return;
+    }
+    if (!why.empty())
+      std::fprintf(stderr, "rank %d: %s; gradients are averaged with Gloo instead\n", pg.rank(), why.c_str());
+  }
+  constexpr int64_t kFirstBucket = 1024 * 1024, kBucket = 25 * 1024 * 1024;  // DDP's defaults
+  const std::vector<bool> sparse(params.size(), false);
+  auto [buckets, limits] =
+      c10d::compute_bucket_assignment_by_size(params, {size_t(kFirstBucket), size_t(kBucket)}, sparse);
+  // Gradients become ready last layer first: reduce the buckets in that order (as DDP does).
+  std::reverse(buckets.begin(), buckets.end());
+  std::reverse(limits.begin(), limits.end());
+  reducer_ = std::make_shared<c10d::Reducer>(std::move(params), std::move(buckets), std::move(limits),
+                                             pg.group(), sparse, kBucket,
+                                             /*find_unused_parameters=*/false,
+                                             /*gradient_as_bucket_view=*/false,
+                                             std::unordered_map<size_t, std::string>{}, kFirstBucket);
+  if (fp16) reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+}
+
+GradSync::~GradSync() = default;
+
+void GradSync::prepare() {
+  if (reducer_) reducer_->prepare_for_backward({});
+}
+
+void GradSync::finish() {
+  if (!shm_) return;
+  torch::NoGradGuard no_grad;
+  // Each parameter's gradient sits in the segment in the parameter's own
+  // memory order (a transposed weight stays transposed: trainer.weight_layout),
+  // so both copies are straight copies, not transposes. Every rank lays its
+  // parameters out alike, so the slots line up element for element.
+  auto view = [](float* at, const torch::Tensor& p) {
+    return p.is_non_overlapping_and_dense() ? torch::from_blob(at, p.sizes(), p.strides(), torch::kFloat)
+                                            : torch::from_blob(at, p.sizes(), torch::kFloat);
+  };
+  float* slot = shm_->slot();
+  int64_t off = 0;
+  for (auto& p : params_) {
+    auto in = view(slot + off, p);
+    const torch::Tensor g = p.grad();
+    if (g.defined()) in.copy_(g);
+    else in.zero_();  // no gradient on this rank: it contributes zeros
+    off += p.numel();
+  }
+  shm_->run(1.0f / static_cast<float>(world_));
+  off = 0;
+  const float* result = shm_->result();
+  for (auto& p : params_) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::empty_like(p);
+    p.mutable_grad().copy_(view(const_cast<float*>(result + off), p));
+    off += p.numel();
+  }
+}
+
+}  // namespace gantry

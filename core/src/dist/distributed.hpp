@@ -1,0 +1,113 @@
+// The process group of a data-parallel job: rendezvous through a TCPStore on
+// the master, Gloo on CPU, and PyTorch DDP's own gradient engine (c10d::Reducer)
+// per optimizer. Only core's trainer uses it; plugins never see it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "config/dist_env.hpp"
+#include "gantry/core_export.hpp"
+
+namespace c10d {
+class ProcessGroup;
+class Reducer;
+class Store;
+}  // namespace c10d
+
+namespace gantry {
+
+class ShmAllreduce;
+
+class GANTRY_CORE_EXPORT ProcessGroup {
+ public:
+  /// Rendezvous of `env.world_size` ranks at env.master_addr:master_port. Every
+  /// rank waits at most `timeout` for the others and then names those that did
+  /// not arrive. Throws gantry::Error.
+  ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout);
+  ~ProcessGroup();
+
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  const DistEnv& env() const { return env_; }
+
+  /// Overwrites `tensors` with rank 0's values (coalesced into few messages).
+  void broadcast(const std::vector<torch::Tensor>& tensors);
+  /// In-place sum / max over ranks.
+  void allreduce_sum(torch::Tensor& t);
+  void allreduce_max(torch::Tensor& t);
+  /// Every rank's `t` (same shape everywhere), by rank.
+  std::vector<torch::Tensor> allgather(const torch::Tensor& t);
+  /// Starts a max all-reduce of `t` (which must stay alive) and returns the
+  /// function that waits for it.
+  std::function<void()> allreduce_max_async(torch::Tensor& t);
+
+  c10::intrusive_ptr<c10d::ProcessGroup> group() const;
+  /// 0, 1, 2, ...: ids that are the same on every rank when taken in the same order.
+  int next_id() { return next_id_++; }
+
+  /// Rank 0's `value` under `key`, on every rank (rank 0 publishes, the others wait for it).
+  std::string share(const std::string& key, const std::string& value);
+  /// Waits until every rank has called it.
+  void barrier();
+  /// The timeout every wait uses (trainer.dist_timeout).
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  /// Publishes this rank's status record (a few bytes: an encoded wire::RankStatus) in the store.
+  void publish_status(const std::string& line);
+  /// Every rank's newest status record that has been published, by rank ("" if none yet).
+  std::vector<std::string> collect_status();
+  /// After a collective failed: which ranks stopped responding, from their
+  /// heartbeats (every rank bumps a counter in the store twice a second from
+  /// its own thread; a SIGSTOPped, hung or dead rank's counter stands still).
+  /// Takes ~1.5 s. "" when every rank still beats.
+  std::string silent_ranks();
+
+ private:
+  /// Runs a collective; a failure (a rank died or hung) becomes one Error line.
+  template <class F>
+  void collective(const char* what, F&& f);
+
+  DistEnv env_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  int next_id_ = 0;
+  struct Heartbeat;
+  std::unique_ptr<Heartbeat> heartbeat_;
+};
+
+/// Gradient averaging for one optimizer's parameters, one of two ways:
+///  - Gloo: c10d::Reducer, buckets of ~25 MiB (the first 1 MiB) in reverse
+///    order, all-reduced while backward still runs;
+///  - shared memory (every rank on one host): ShmAllreduce after backward.
+/// Call prepare() right before the backward and finish() right after it.
+class GANTRY_CORE_EXPORT GradSync {
+ public:
+  enum class Transport { kGloo, kShm };
+  /// kShm falls back to Gloo (on every rank together) when a rank cannot map
+  /// the segment or the parameters are not float32 on the CPU: see transport().
+  /// `fp16` (Gloo only): all-reduce the buckets as fp16 and decompress.
+  GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transport transport, bool fp16 = false);
+  ~GradSync();
+  void prepare();
+  /// After backward: with shared memory, exchanges and averages the gradients
+  /// now (throws gantry::Error naming a rank that does not come); Gloo: nothing.
+  void finish();
+  Transport transport() const { return shm_ ? Transport::kShm : Transport::kGloo; }
+  /// The process group's silent_ranks(), for an error message after a failed exchange.
+  std::string silent_ranks() { return pg_->silent_ranks(); }
+
+ private:
+  std::shared_ptr<c10d::Reducer> reducer_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<ShmAllreduce> shm_;
+  ProcessGroup* pg_ = nullptr;
+  int world_ = 1;
+};
+
+}  // namespace gantry

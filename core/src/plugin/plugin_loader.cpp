@@ -1,0 +1,198 @@
+#include "plugin/plugin_loader.hpp"
+
+#include <dlfcn.h>
+
+#include <c10/util/Exception.h>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "config/errors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gantry {
+
+namespace {
+
+// The smallest manifest this runner understands: version 1 up to `cuda`.
+constexpr uint32_t kManifestV1Size = offsetof(gantry_manifest_v1, cuda) + sizeof(uint32_t);
+
+std::string torch_version(uint32_t major, uint32_t minor) {
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+void check_against_runner(const PluginManifest& p) {
+  const PluginManifest r = runner_manifest();
+  const std::string who = "plugin " + p.path;
+  if (p.abi_major != r.abi_major)
+    throw PluginError(who + " uses gantry ABI " + std::to_string(p.abi_major) + ".x, this runner " +
+                      std::to_string(r.abi_major) + "." + std::to_string(r.abi_minor) +
+                      ": rebuild the plugin against this gantry SDK");
+  // A newer minor may rely on virtuals this runner's vtables do not have: a
+  // call to one would jump past the end of the plugin's view of the table.
+  if (p.abi_minor > r.abi_minor)
+    throw PluginError(who + " uses gantry ABI " + std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor) +
+                      ", newer than this runner's " + std::to_string(r.abi_major) + "." +
+                      std::to_string(r.abi_minor) + ": update gantry, or rebuild the plugin against SDK " +
+                      std::to_string(r.abi_major) + "." + std::to_string(r.abi_minor));
+  if (p.torch_major != r.torch_major || p.torch_minor != r.torch_minor)
+    throw PluginError(who + " was built against LibTorch " +
+                      torch_version(p.torch_major, p.torch_minor) + ", this runner uses " +
+                      torch_version(r.torch_major, r.torch_minor) + ": rebuild the plugin");
+  if (p.cxx11_abi != r.cxx11_abi)
+    throw PluginError(who + " was built with _GLIBCXX_USE_CXX11_ABI=" + std::to_string(p.cxx11_abi) +
+                      ", this runner with " + std::to_string(r.cxx11_abi) +
+                      ": rebuild the plugin with the runner's LibTorch flags");
+  if (p.cuda != r.cuda)
+    throw PluginError(who + " was built for " + (p.cuda ? "a CUDA" : "a CPU-only") +
+                      " LibTorch, this runner for " + (r.cuda ? "a CUDA" : "a CPU-only") +
+                      " one: rebuild the plugin against the runner's LibTorch");
+}
+
+}  // namespace
+
+std::string PluginManifest::summary() const {
+  std::ostringstream s;
+  s << name << " " << version << " (ABI " << abi_major << "." << abi_minor << ", LibTorch "
+    << torch_major << "." << torch_minor << ", C++11 ABI " << cxx11_abi << ", "
+    << (cuda ? "CUDA" : "CPU") << ")";
+  return s.str();
+}
+
+PluginManifest runner_manifest() {
+  PluginManifest m;
+  m.name = "gantry";
+  m.abi_major = GANTRY_ABI_VERSION_MAJOR;
+  m.abi_minor = GANTRY_ABI_VERSION_MINOR;
+  m.torch_major = TORCH_VERSION_MAJOR;
+  m.torch_minor = TORCH_VERSION_MINOR;
+  m.torch_patch = TORCH_VERSION_PATCH;
+  m.cxx11_abi = GANTRY_DETAIL_CXX11_ABI;
+  m.cuda = GANTRY_WITH_CUDA;
+  return m;
+}
+
+std::shared_ptr<Plugin> Plugin::open(const std::string& path) {
+  std::error_code ec_stat;
+  const auto st = fs::status(path, ec_stat);
+  if (!fs::exists(st)) throw PluginError("plugin " + path + ": no such file");
+  // dlopen of a FIFO or a device would block or read forever.
+  if (!fs::is_regular_file(st)) throw PluginError("plugin " + path + " is not a regular file (a shared library)");
+  // dlopen once ourselves for dlerror()'s precise message (wrong ELF, missing
+  // dependency); Boost.DLL then takes its own reference.
+  void* probe = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!probe) {
+    const char* err = ::dlerror();
+    throw PluginError("plugin " + path + " is not a loadable shared library: " +
+                      (err ? err : "unknown dlopen error"));
+  }
+  auto lib = std::make_shared<boost::dll::shared_library>();
+  boost::dll::fs::error_code ec;
+  lib->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  ::dlclose(probe);
+  if (ec) throw PluginError("plugin " + path + " cannot be loaded: " + ec.message());
+
+  if (!lib->has("gantry_manifest"))
+    throw PluginError("plugin " + path +
+                      " is not a gantry plugin: it exports no gantry_manifest (use GANTRY_PLUGIN)");
+  const auto& raw = lib->get_alias<const gantry_manifest_v1>("gantry_manifest");
+  if (raw.struct_size < kManifestV1Size)
+    throw PluginError("plugin " + path + " has a truncated manifest (" +
+                      std::to_string(raw.struct_size) + " bytes, at least " +
+                      std::to_string(kManifestV1Size) + " expected)");
+  auto plugin = std::shared_ptr<Plugin>(new Plugin());
+  PluginManifest& m = plugin->manifest_;
+  m.path = path;
+  m.name = raw.name ? raw.name : "";
+  m.version = raw.version ? raw.version : "";
+  m.description = raw.description ? raw.description : "";
+  m.abi_major = raw.abi_major;
+  m.abi_minor = raw.abi_minor;
+  m.torch_major = raw.torch_major;
+  m.torch_minor = raw.torch_minor;
+  m.torch_patch = raw.torch_patch;
+  m.cxx11_abi = raw.cxx11_abi;
+  m.cuda = raw.cuda;
+  check_against_runner(m);
+  if (!lib->has("gantry_create"))
+    throw PluginError("plugin " + path + " (" + m.name +
+                      ") exports no factory gantry_create (use GANTRY_PLUGIN)");
+  plugin->lib_ = std::move(lib);
+  return plugin;
+}
+
+std::vector<std::string> Plugin::search_path() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("GANTRY_PLUGIN_PATH")) {
+    std::stringstream ss(env);
+    std::string d;
+    while (std::getline(ss, d, ':'))
+      if (!d.empty()) dirs.push_back(d);
+  }
+  const fs::path exe_dir = boost::dll::program_location().parent_path().string();
+  dirs.push_back((exe_dir.parent_path() / "plugins").string());
+  dirs.push_back((exe_dir.parent_path() / "lib" / "gantry" / "plugins").string());
+  return dirs;
+}
+
+std::shared_ptr<Plugin> Plugin::find(const std::string& name_or_path) {
+  const bool is_path = name_or_path.find('/') != std::string::npos ||
+                       fs::path(name_or_path).extension() == ".so";
+  if (is_path) return open(name_or_path);
+  std::string searched;
+  for (const auto& dir : search_path()) {
+    const fs::path candidate = fs::path(dir) / ("lib" + name_or_path + ".so");
+    if (fs::exists(candidate)) return open(candidate.string());
+    searched += (searched.empty() ? "" : ", ") + dir;
+  }
+  throw PluginError("plugin '" + name_or_path + "' not found: no lib" + name_or_path + ".so in " +
+                    searched + " (set GANTRY_PLUGIN_PATH or give a path)");
+}
+
+std::vector<std::pair<std::string, std::string>> Plugin::list_all() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& dir : search_path()) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".so") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      try {
+        out.emplace_back(f.string(), open(f.string())->manifest().summary());
+      } catch (const Error& e) {
+        out.emplace_back(f.string(), std::string("error: ") + e.what());
+      }
+    }
+  }
+  return out;
+}
+
+std::shared_ptr<System> Plugin::create(const Params& params) const {
+  auto& factory = lib_->get_alias<SystemFactory>("gantry_create");
+  System* raw = nullptr;
+  const std::string who = "plugin " + manifest_.name;
+  try {
+    raw = factory(params);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());  // a Params getter: already names the key and where
+  } catch (const c10::Error& e) {
+    throw PluginError(who + ": constructor failed: " + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    throw PluginError(who + ": constructor failed: " + e.what());
+  } catch (...) {
+    throw PluginError(who + ": constructor threw a non-standard exception");
+  }
+  if (!raw) throw PluginError(who + ": factory returned null");
+  auto lib = lib_;  // the deleter keeps the library loaded until the System is gone
+  return std::shared_ptr<System>(raw, [lib](System* s) { delete s; });
+}
+
+}  // namespace gantry

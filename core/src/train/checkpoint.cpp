@@ -1,0 +1,297 @@
+#include "train/checkpoint.hpp"
+
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "config/errors.hpp"
+#include "config/files.hpp"
+#include "gantry/version.hpp"
+
+namespace gantry {
+
+namespace {
+
+constexpr int64_t kFormatVersion = 1;
+
+using GenericDict = c10::impl::GenericDict;
+
+torch::Tensor bytes_tensor(const std::string& bytes) {
+  auto t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string tensor_bytes(const torch::Tensor& t) {
+  const auto c = t.contiguous();
+  return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()), c.numel());
+}
+
+std::string shape_str(const torch::Tensor& t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
+
+// CRC32 over every entry but "checksum": keys sorted, scalars as text,
+// tensors as their bytes; nested dicts likewise.
+uint32_t content_crc(const GenericDict& d, uint32_t crc = 0) {
+  std::vector<std::string> keys;
+  for (const auto& e : d) keys.push_back(e.key().toStringRef());
+  std::sort(keys.begin(), keys.end());
+  auto feed = [&](const void* p, size_t n) {
+    crc = static_cast<uint32_t>(crc32(crc, static_cast<const Bytef*>(p), static_cast<uInt>(n)));
+  };
+  for (const auto& k : keys) {
+    if (k == "checksum") continue;
+    feed(k.data(), k.size());
+    const auto& v = d.at(k);
+    if (v.isTensor()) {
+      const auto t = v.toTensor().contiguous();
+      feed(t.data_ptr(), t.numel() * t.element_size());
+    } else if (v.isGenericDict()) {
+      crc = content_crc(v.toGenericDict(), crc);
+    } else if (v.isString()) {
+      feed(v.toStringRef().data(), v.toStringRef().size());
+    } else if (v.isInt()) {
+      const int64_t x = v.toInt();
+      feed(&x, sizeof x);
+    }
+  }
+  return crc;
+}
+
+std::string crc_text(uint32_t crc) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "crc32:%08x", crc);
+  return buf;
+}
+
+GenericDict read_dict(const std::string& path) {
+  std::string bytes;
+  try {
+    bytes = read_file(path);
+  } catch (const Error& e) {
+    throw CheckpointError(std::string("checkpoint ") + e.what());
+  }
+  try {
+    const torch::IValue v = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+    if (!v.isGenericDict()) throw CheckpointError("checkpoint " + path + ": not a gantry checkpoint");
+    auto d = v.toGenericDict();
+    if (!d.contains("format_version") || !d.contains("state_dict"))
+      throw CheckpointError("checkpoint " + path + ": not a gantry checkpoint (no format_version)");
+    const std::string want = d.contains("checksum") ? d.at("checksum").toStringRef() : "";
+    const std::string got = crc_text(content_crc(d));
+    if (want != got)
+      throw CheckpointError("checkpoint " + path + " is corrupt: checksum " + got + ", the file says " +
+                            (want.empty() ? "none" : want));
+    return d;
+  } catch (const c10::Error& e) {
+    throw CheckpointError("checkpoint " + path + " is corrupt or truncated: " +
+                          e.what_without_backtrace());
+  }
+}
+
+std::string get_string(const GenericDict& d, const char* key) {
+  return d.contains(key) && d.at(key).isString() ? d.at(key).toStringRef() : std::string();
+}
+
+int64_t get_int(const GenericDict& d, const char* key, const std::string& path) {
+  if (!d.contains(key) || !d.at(key).isInt())
+    throw CheckpointError("checkpoint " + path + ": missing '" + key + "'");
+  return d.at(key).toInt();
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const std::vector<NamedModule>& modules,
+                     const std::vector<NamedOptimizer>& optimizers, const TrainState& state,
+                     const CheckpointMeta& meta, const std::vector<torch::Tensor>& rng_states) {
+  // Saved contiguous whatever the layout in memory (trainer.weight_layout):
+  // the file is the same either way, and loading copies into any layout.
+  c10::Dict<std::string, torch::Tensor> state_dict;
+  for (const auto& m : modules) {
+    for (const auto& p : m.module->named_parameters())
+      state_dict.insert(m.name + "." + p.key(), p.value().detach().cpu().contiguous());
+    for (const auto& b : m.module->named_buffers())
+      state_dict.insert(m.name + "." + b.key(), b.value().detach().cpu().contiguous());
+  }
+  c10::Dict<std::string, torch::Tensor> optim_states;
+  for (const auto& o : optimizers) {
+    torch::serialize::OutputArchive archive;
+    o.optimizer->save(archive);
+    std::ostringstream os;
+    archive.save_to(os);
+    optim_states.insert(o.name, bytes_tensor(os.str()));
+  }
+  c10::Dict<std::string, torch::Tensor> rng;
+  if (rng_states.empty()) {
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    rng.insert("torch_cpu", gen.get_state());
+  } else {
+    for (size_t r = 0; r < rng_states.size(); ++r)
+      rng.insert(r ? "torch_cpu_rank" + std::to_string(r) : std::string("torch_cpu"), rng_states[r]);
+  }
+  GenericDict top(c10::StringType::get(), c10::AnyType::get());
+  top.insert("format_version", kFormatVersion);
+  top.insert("gantry_version", std::string(GANTRY_VERSION));
+  top.insert("plugin", meta.plugin);
+  top.insert("plugin_version", meta.plugin_version);
+  top.insert("global_step", state.global_step);
+  top.insert("epoch", state.epoch);
+  top.insert("batch_in_epoch", state.batch_in_epoch);
+  top.insert("world_size", static_cast<int64_t>(std::max<size_t>(1, rng_states.size())));
+  top.insert("config", meta.config_yaml);
+  top.insert("state_dict", state_dict);
+  top.insert("optimizer_states", optim_states);
+  top.insert("rng_states", rng);
+  top.insert("checksum", crc_text(content_crc(top)));
+  const std::vector<char> bytes = torch::pickle_save(top);
+  try {
+    write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+  } catch (const Error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
+CheckpointMeta read_checkpoint_meta(const std::string& path) {
+  const auto d = read_dict(path);
+  return {get_string(d, "plugin"), get_string(d, "plugin_version"), get_string(d, "config"),
+          get_int(d, "global_step", path)};
+}
+
+TrainState load_checkpoint(const std::string& path, const std::string& plugin,
+                           const std::vector<NamedModule>& modules,
+                           const std::vector<NamedOptimizer>& optimizers, bool restore_rng,
+                           int rank) {
+  const auto d = read_dict(path);
+  const std::string file_plugin = get_string(d, "plugin");
+  if (file_plugin != plugin)
+    throw CheckpointError("checkpoint " + path + " was written by plugin '" + file_plugin +
+                          "', this run uses plugin '" + plugin + "'");
+  const auto sd = d.at("state_dict").toGenericDict();
+  torch::NoGradGuard no_grad;
+  // Check everything before changing anything: a mismatch leaves the model as it was.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> copies;
+  size_t expected = 0;
+  for (const auto& m : modules) {
+    auto check = [&](const std::string& key, const torch::Tensor& dst) {
+      ++expected;
+      if (!sd.contains(key))
+        throw CheckpointError("checkpoint " + path + " has no '" + key +
+                              "': it was written for another model");
+      const torch::Tensor src = sd.at(key).toTensor();
+      if (!src.sizes().equals(dst.sizes()))
+        throw CheckpointError("checkpoint " + path + ": '" + key + "' has shape " + shape_str(src) +
+                              ", the model has " + shape_str(dst));
+      copies.emplace_back(dst, src);
+    };
+    for (const auto& p : m.module->named_parameters()) check(m.name + "." + p.key(), p.value());
+    for (const auto& b : m.module->named_buffers()) check(m.name + "." + b.key(), b.value());
+  }
+  if (sd.size() != expected) {
+    for (const auto& entry : sd) {
+      const std::string key = entry.key().toStringRef();
+      bool known = false;
+      for (const auto& m : modules) {
+        for (const auto& p : m.module->named_parameters()) known |= (m.name + "." + p.key()) == key;
+        for (const auto& b : m.module->named_buffers()) known |= (m.name + "." + b.key()) == key;
+      }
+      if (!known)
+        throw CheckpointError("checkpoint " + path + " has '" + key +
+                              "', which the model does not: it was written for another model");
+    }
+  }
+  for (auto& [dst, src] : copies) dst.copy_(src);
+
+  const auto opt_states = d.at("optimizer_states").toGenericDict();
+  for (const auto& o : optimizers) {
+    if (!opt_states.contains(o.name))
+      throw CheckpointError("checkpoint " + path + " has no state for optimizer '" + o.name + "'");
+    const std::string bytes = tensor_bytes(opt_states.at(o.name).toTensor());
+    try {
+      torch::serialize::InputArchive archive;
+      archive.load_from(bytes.data(), bytes.size());
+      o.optimizer->load(archive);
+    } catch (const c10::Error& e) {
+      throw CheckpointError("checkpoint " + path + ": optimizer '" + o.name +
+                            "' state does not fit: " + e.what_without_backtrace());
+    }
+  }
+  if (restore_rng) {
+    const auto rng = d.at("rng_states").toGenericDict();
+    auto gen = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    const std::string mine = rank ? "torch_cpu_rank" + std::to_string(rank) : std::string("torch_cpu");
+    // A checkpoint from a smaller world has no state for this rank: derive one.
+    gen.set_state(rng.contains(mine) ? rng.at(mine).toTensor() : rng.at("torch_cpu").toTensor());
+    if (!rng.contains(mine)) gen.set_current_seed(gen.current_seed() + static_cast<uint64_t>(rank));
+  }
+  TrainState s;
+  s.global_step = get_int(d, "global_step", path);
+  s.epoch = get_int(d, "epoch", path);
+  s.batch_in_epoch = get_int(d, "batch_in_epoch", path);
+  return s;
+}
+
+std::string find_latest_checkpoint(const std::string& experiment_dir,
+                                   std::vector<std::string>* warnings) {
+  namespace fs = std::filesystem;
+  struct Candidate {
+    int64_t step;
+    fs::file_time_type mtime;
+    std::string path;
+  };
+  std::vector<Candidate> all;
+  std::error_code ec;
+  if (!fs::is_directory(experiment_dir, ec)) return "";
+  for (const auto& run : fs::directory_iterator(experiment_dir, ec)) {
+    if (!run.is_directory() || run.is_symlink()) continue;
+    const fs::path dir = run.path() / "checkpoints";
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& f : fs::directory_iterator(dir, ec)) {
+      const std::string name = f.path().filename().string();
+      if (f.path().extension() != ".ckpt" || name.rfind("step_", 0) != 0) continue;
+      int64_t step = -1;
+      try {
+        step = std::stoll(name.substr(5));
+      } catch (const std::exception&) {
+        continue;
+      }
+      all.push_back({step, fs::last_write_time(f.path(), ec), f.path().string()});
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
+    return a.step != b.step ? a.step > b.step : a.mtime > b.mtime;
+  });
+  for (const auto& c : all) {
+    try {
+      read_checkpoint_meta(c.path);
+      return c.path;
+    } catch (const CheckpointError& e) {
+      if (warnings) warnings->push_back(std::string("skipping ") + e.what());
+    }
+  }
+  return "";
+}
+
+void prune_checkpoints(const std::string& dir, int64_t keep_last) {
+  namespace fs = std::filesystem;
+  if (keep_last <= 0) return;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir, ec))
+    if (f.path().extension() == ".ckpt" && f.path().filename().string().rfind("step_", 0) == 0)
+      files.push_back(f.path());
+  std::sort(files.begin(), files.end());  // step_%07ld: name order is step order
+  for (size_t i = 0; i + keep_last < files.size(); ++i) fs::remove(files[i], ec);
+}
+
+}  // namespace gantry

@@ -1,0 +1,78 @@
+// What a plugin's training_step sees: StepContextImpl (ctx.optimize, ctx.log,
+// ctx.log_image) over the trainer's optimizer slots. Internal to gantry::core:
+// the trainer owns the slots and the context; plugins see only StepContext.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/distributed.hpp"
+#include "train/fused_adam.hpp"
+#include "gantry/system.hpp"
+
+namespace gantry {
+
+/// One optimizer of configure_optimizers(), with what the trainer needs to step it.
+struct OptimizerSlot {
+  std::string name;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
+  std::vector<torch::Tensor> params;  // those with requires_grad: backward's inputs
+  std::unique_ptr<GradSync> sync;     // gradient all-reduce; null in a world of one
+  bool fused = false;                 // an Adam stepped by fused_adam_step
+  std::unique_ptr<AdamInBackward> in_backward;  // fused and a world of one: stepped during backward
+};
+
+/// A value the plugin logged this step (ctx.log).
+struct LoggedValue {
+  std::string name;
+  torch::Tensor value;
+  bool sync;
+};
+
+/// The StepContext of every training_step; the trainer calls begin() before each.
+class StepContextImpl final : public StepContext {
+ public:
+  /// Where ctx.log_image goes (the trainer writes the grid and streams it).
+  using ImageSink = std::function<void(const std::string&, const torch::Tensor&)>;
+
+  StepContextImpl(std::vector<OptimizerSlot>& slots, torch::Device device, int rank, int world,
+                  ImageSink sink)
+      : slots_(slots), device_(device), rank_(rank), world_(world), image_sink_(std::move(sink)) {}
+
+  void begin(int64_t step, int64_t epoch) {
+    step_ = step;
+    epoch_ = epoch;
+    values_.clear();
+  }
+  const std::vector<LoggedValue>& values() const { return values_; }
+
+  /// Backward into the named optimizer's parameters only, the gradient
+  /// all-reduce (world > 1), the step, zero_grad(set_to_none).
+  void optimize(const std::string& name, const torch::Tensor& loss) override;
+  void log(const std::string& name, const torch::Tensor& value, bool sync) override;
+  void log(const std::string& name, double value, bool sync) override;
+
+  void log_image(const std::string& tag, const torch::Tensor& images) override {
+    image_sink_(tag, images);
+  }
+
+  int64_t global_step() const override { return step_; }
+  int64_t epoch() const override { return epoch_; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  torch::Device device() const override { return device_; }
+
+ private:
+  std::vector<OptimizerSlot>& slots_;
+  torch::Device device_;
+  int rank_, world_;
+  ImageSink image_sink_;
+  int64_t step_ = 0, epoch_ = 0;
+  std::vector<LoggedValue> values_;
+};
+
+}  // namespace gantry

@@ -1,0 +1,59 @@
+// The training loop: Lightning's Trainer.fit for one System.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/checkpoint.hpp"
+#include "config/config.hpp"
+#include "config/dist_env.hpp"
+#include "gantry/core_export.hpp"
+#include "gantry/system.hpp"
+#include "data/idx_dataset.hpp"
+#include "plugin/plugin_loader.hpp"
+
+namespace gantry {
+
+/// A system built from a config: the plugin found and checked, the system
+/// constructed from the `system:` keys, every key accounted for.
+struct GANTRY_CORE_EXPORT Experiment {
+  ExperimentConfig config;
+  std::shared_ptr<Plugin> plugin;
+  std::shared_ptr<System> system;  ///< keeps the plugin loaded while it lives
+
+  /// Throws ConfigError / PluginError with one line naming the culprit.
+  static Experiment build(const ExperimentConfig& config);
+};
+
+/// What a fit did.
+struct FitResult {
+  TrainState state;                 ///< where training stopped
+  double seconds = 0;               ///< wall time of the loop
+  std::vector<std::pair<std::string, double>> last_values;  ///< last logged metrics
+  std::string last_checkpoint;      ///< path of the final checkpoint ("" if none)
+  int stop_signal = 0;              ///< the signal that stopped it early, or 0
+  bool replicas_identical = true;   ///< parameters equal on every rank at the end
+};
+
+class GANTRY_CORE_EXPORT Trainer {
+ public:
+  /// `run_dir` receives metrics.csv, images/ and checkpoints/ (rank 0 only;
+  /// other ranks may pass ""). With `dist.world_size` > 1 the constructor joins
+  /// the process group (rendezvous) and broadcasts rank 0's parameters.
+  Trainer(Experiment experiment, std::string run_dir, DistEnv dist = {});
+  ~Trainer();
+
+  /// Trains on `train` until max_epochs / max_steps / max_time or a stop
+  /// signal; validates on `val` (may be null) every trainer.val_every_n_epochs.
+  /// Throws TrainingError (NaN/Inf metric, a throwing training_step) after
+  /// saving what can be saved.
+  FitResult fit(const ImageDataset& train, const ImageDataset* val = nullptr);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gantry
