@@ -1,0 +1,98 @@
+// The fit loop's callbacks: every feature around the step (metrics, samples,
+// checkpoints, rank status, progress, validation) is a Callback with one job,
+// called at named points of the loop (train/trainer.cpp). A callback that only
+// rank 0 needs is simply not registered elsewhere. Callbacks are called in
+// registration order at every point.
+//
+// Points, in loop order:
+//   on_fit_start        before the first batch (after a resume: the next one)
+//   on_log_step         after a batch whose global_step % log_every_n_steps == 0
+//   on_batch_end        after every batch (values read, stop agreed)
+//   on_image_step       after a batch whose step % image_every_n_steps == 0
+//   on_checkpoint_step  after a batch whose step % checkpoint.every_n_steps == 0
+//   on_epoch_end        after an epoch's last batch, before epoch is incremented
+//   on_train_end        after the last batch, before the end's collectives
+//   on_fit_end          at the end (every rank's final status is published)
+//   on_exception        the fit failed (the exception is rethrown after)
+// Buffers (BatchNorm stats) are rank 0's at every point that reads them.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "data/data_loader.hpp"
+#include "train/accelerator.hpp"
+#include "train/checkpoint.hpp"
+#include "train/model.hpp"
+
+namespace gantry {
+
+class RunOutputs;
+
+using Values = std::vector<std::pair<std::string, double>>;
+
+/// What the loop shares with its callbacks.
+struct FitState {
+  FitState(Model& m, Accelerator& a, const std::string& dir, TrainState s)
+      : model(m), accel(a), run_dir(dir), state(s) {}
+
+  Model& model;
+  Accelerator& accel;
+  RunOutputs* out = nullptr;  ///< rank 0's metrics.csv, stream, images, progress; null elsewhere
+  const std::string& run_dir; ///< "" on ranks other than 0
+  TrainState state;           ///< after a batch: global_step counts it
+  int64_t total_steps = -1;   ///< -1: unbounded (max_time or a signal ends it)
+  int64_t per_epoch = 0;      ///< batches per epoch on this rank
+  int64_t batch_size = 0;     ///< per rank
+  Values values;              ///< the last batch's logged values (averaged where logged with sync)
+  std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
+
+  const ExperimentConfig& cfg() const { return model.cfg(); }
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_fit_start(FitState&) {}
+  virtual void on_log_step(FitState&) {}
+  virtual void on_batch_end(FitState&) {}
+  virtual void on_image_step(FitState&) {}
+  virtual void on_checkpoint_step(FitState&) {}
+  virtual void on_epoch_end(FitState&) {}
+  virtual void on_train_end(FitState&) {}
+  virtual void on_fit_end(FitState&) {}
+  virtual void on_exception(FitState&, const std::exception&) {}
+};
+
+/// The callbacks of one fit, called in registration order.
+class Callbacks {
+ public:
+  void add(std::unique_ptr<Callback> cb) { list_.push_back(std::move(cb)); }
+  template <class Point, class... Args>
+  void call(Point point, FitState& fit, Args&&... args) {
+    for (auto& cb : list_) ((*cb).*point)(fit, args...);
+  }
+
+ private:
+  std::vector<std::unique_ptr<Callback>> list_;
+};
+
+// The built-in callbacks (each in its own file under train/callbacks/).
+/// Every rank: its status at every log step -> ranks.csv + stream (rank 0).
+std::unique_ptr<Callback> rank_status_callback(FitState& fit);
+/// Rank 0: a metrics.csv row + stream scalars every log step and at the end.
+std::unique_ptr<Callback> metrics_callback();
+/// Rank 0: log_samples before training, every image step and at the end.
+std::unique_ptr<Callback> samples_callback();
+/// Rank 0: the progress bar or lines.
+std::unique_ptr<Callback> progress_callback();
+/// Every rank: validation over its shard of `val` every trainer.val_every_n_epochs.
+std::unique_ptr<Callback> validation_callback(const ImageDataset& val, const LoaderOptions& options);
+/// Every rank (the RNG states are gathered): a checkpoint every
+/// checkpoint.every_n_steps and at the end; rank 0 writes it.
+std::unique_ptr<Callback> checkpoint_callback();
+
+}  // namespace gantry

@@ -1,0 +1,43 @@
+// Every rank (each rank's RNG state is gathered into the file): a checkpoint
+// every checkpoint.every_n_steps and at the end; rank 0 writes it atomically,
+// streams a "checkpoint" event (path relative to the run directory) and keeps
+// the newest checkpoint.keep_last.
+#include <cstdio>
+#include <filesystem>
+
+#include "train/callback.hpp"
+#include "train/run_outputs.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gantry {
+
+namespace {
+
+class CheckpointCallback final : public Callback {
+ public:
+  void on_checkpoint_step(FitState& fit) override { save(fit, false); }
+  void on_fit_end(FitState& fit) override { save(fit, true); }
+
+ private:
+  static void save(FitState& fit, bool final) {
+    const std::vector<torch::Tensor> rng = fit.accel.gather_rng_states();
+    if (!fit.out) return;
+    char name[64];
+    std::snprintf(name, sizeof name, "step_%07ld.ckpt", long(fit.state.global_step));
+    const std::string path = (fs::path(fit.run_dir) / "checkpoints" / name).string();
+    if (final && path == fit.last_checkpoint) return;
+    const auto& manifest = fit.model.experiment().plugin->manifest();
+    save_checkpoint(path, fit.model.modules(), fit.model.optimizers(), fit.state,
+                    {manifest.name, manifest.version, fit.cfg().to_yaml(), 0}, rng);
+    fit.last_checkpoint = path;
+    fit.out->event("checkpoint", fit.state.global_step, (fs::path("checkpoints") / name).string());
+    prune_checkpoints((fs::path(fit.run_dir) / "checkpoints").string(), fit.cfg().checkpoint.keep_last);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Callback> checkpoint_callback() { return std::make_unique<CheckpointCallback>(); }
+
+}  // namespace gantry

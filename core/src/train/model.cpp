@@ -1,0 +1,117 @@
+#include "train/model.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "train/fused_adam.hpp"
+#include "train/weight_layout.hpp"
+
+namespace gantry {
+
+Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(accel) {
+  // Each rank draws its own noise (model init is rank 0's, broadcast below).
+  torch::manual_seed(static_cast<uint64_t>(cfg().trainer.seed + accel_.dist().rank));
+  build_modules();
+  build_optimizers();
+  spec_ = call("data_spec", 0, [&] { return exp_.system->data_spec(); });
+  if (spec_.kind != "images")
+    throw PluginError("plugin " + plugin_name() + " wants data of kind '" + spec_.kind +
+                      "'; this runner provides: images");
+  ctx_ = std::make_unique<StepContextImpl>(
+      slots_, accel_.device(), accel_.dist().rank, accel_.dist().world_size,
+      [this](const std::string& tag, const torch::Tensor& images) {
+        if (image_sink_) image_sink_(tag, ctx_->global_step(), images);
+      });
+  if (!cfg().trainer.resume.empty())
+    resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank);
+  // Every replica starts from rank 0's parameters and buffers.
+  std::vector<torch::Tensor> all = parameters();
+  for (auto& b : buffers()) all.push_back(b);
+  accel_.broadcast(all);
+}
+
+void Model::build_modules() {
+  modules_ = call("modules", 0, [&] { return exp_.system->modules(); });
+  if (modules_.empty()) throw PluginError("plugin " + plugin_name() + ": modules() returned none");
+  for (auto& m : modules_) {
+    if (!m.module) throw PluginError("plugin " + plugin_name() + ": modules() returned a null '" + m.name + "'");
+    m.module->to(accel_.device());
+    m.module->train();
+  }
+  if (cfg().trainer.weight_layout != "auto") return;
+  std::vector<std::string> moved;
+  for (auto& m : modules_)
+    for (auto& name : transpose_linear_weights(*m.module, m.name)) moved.push_back(name);
+  if (moved.empty() || !accel_.is_zero()) return;
+  std::string list;
+  for (const auto& n : moved) list += (list.empty() ? "" : ", ") + n;
+  std::printf("layout: %zu Linear weight%s stored transposed for faster products (%s; "
+              "trainer.weight_layout=as_built keeps them as built)\n",
+              moved.size(), moved.size() == 1 ? "" : "s", list.c_str());
+}
+
+void Model::build_optimizers() {
+  const auto& t = cfg().trainer;
+  optimizers_ = call("configure_optimizers", 0, [&] { return exp_.system->configure_optimizers(); });
+  if (optimizers_.empty()) throw PluginError("plugin " + plugin_name() + ": configure_optimizers() returned none");
+  for (const auto& o : optimizers_) {
+    if (!o.optimizer || o.name.empty())
+      throw PluginError("plugin " + plugin_name() + ": configure_optimizers() returned an unnamed or null optimizer");
+    OptimizerSlot s;
+    s.name = o.name;
+    s.optimizer = o.optimizer;
+    for (const auto& g : o.optimizer->param_groups())
+      for (const auto& p : g.params())
+        if (p.requires_grad()) s.params.push_back(p);
+    s.sync = accel_.grad_sync(s.params);
+    s.fused = t.fused_adam && fused_adam_applies(*o.optimizer);
+    const bool leaves =
+        std::all_of(s.params.begin(), s.params.end(), [](const torch::Tensor& p) { return p.is_leaf(); });
+    if (s.fused && !s.sync && t.step_in_backward && leaves)  // DDP must average the gradients first
+      s.in_backward = std::make_unique<AdamInBackward>(o.optimizer, s.params);
+    slots_.push_back(std::move(s));
+  }
+  const auto& d = accel_.dist();
+  if (slots_.front().sync && d.rank == 0)
+    std::printf("ddp: %d ranks on %d node%s, gradients averaged through %s\n", d.world_size, d.num_nodes,
+                d.num_nodes == 1 ? "" : "s", accel_.grad_transport_name(*slots_.front().sync).c_str());
+}
+
+std::vector<torch::Tensor> Model::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& m : modules_)
+    for (auto& p : m.module->parameters()) out.push_back(p.detach());
+  return out;
+}
+
+std::vector<torch::Tensor> Model::buffers() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& m : modules_)
+    for (auto& b : m.module->buffers()) out.push_back(b);
+  return out;
+}
+
+void Model::set_train(bool train) {
+  for (auto& m : modules_) train ? m.module->train() : m.module->eval();
+}
+
+const std::vector<LoggedValue>& Model::training_step(const Batch& batch, const TrainState& state) {
+  ctx_->begin(state.global_step, state.epoch);
+  call("training_step", state.global_step, [&] { exp_.system->training_step(batch, *ctx_); });
+  return ctx_->values();
+}
+
+const std::vector<LoggedValue>& Model::validation_step(const Batch& batch, const TrainState& state) {
+  ctx_->begin(state.global_step, state.epoch);
+  call("validation_step", state.global_step, [&] { exp_.system->validation_step(batch, *ctx_); });
+  return ctx_->values();
+}
+
+void Model::log_samples(const TrainState& state) {
+  EvalScope eval(*this);
+  ctx_->begin(state.global_step, state.epoch);
+  call("log_samples", state.global_step, [&] { exp_.system->log_samples(*ctx_); });
+}
+
+}  // namespace gantry

@@ -1,0 +1,92 @@
+// The system as the trainer holds it: its modules on the accelerator's device
+// (weights laid out for fast products), its optimizers with what stepping
+// them needs (slots: gradient sync, fused Adam, step-in-backward), the step
+// context the plugin sees, and the plugin's hooks wrapped so that a throwing
+// hook becomes one line naming plugin and hook. Built once per fit; restores
+// trainer.resume and gives every rank rank 0's parameters.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/errors.hpp"
+#include "runtime/runtime.hpp"
+#include "train/accelerator.hpp"
+#include "train/checkpoint.hpp"
+#include "train/step_context.hpp"
+#include "train/trainer.hpp"
+
+namespace gantry {
+
+class Model {
+ public:
+  /// Where ctx.log_image goes (set by whoever writes images: rank 0's outputs).
+  using ImageSink = std::function<void(const std::string& tag, int64_t step, const torch::Tensor& images)>;
+
+  Model(Experiment exp, Accelerator& accel);
+
+  const ExperimentConfig& cfg() const { return exp_.config; }
+  const Experiment& experiment() const { return exp_; }
+  const std::string& plugin_name() const { return exp_.plugin->manifest().name; }
+  const DataSpec& spec() const { return spec_; }
+  /// Where training stands after trainer.resume (zeros when fresh).
+  const TrainState& resumed() const { return resumed_; }
+
+  const std::vector<NamedModule>& modules() const { return modules_; }
+  const std::vector<NamedOptimizer>& optimizers() const { return optimizers_; }
+  std::vector<torch::Tensor> parameters() const;
+  std::vector<torch::Tensor> buffers() const;
+
+  void set_image_sink(ImageSink sink) { image_sink_ = std::move(sink); }
+
+  /// Every module in eval mode and no grad while it lives (then train mode again).
+  class EvalScope {
+   public:
+    explicit EvalScope(Model& model) : model_(model) { model_.set_train(false); }
+    ~EvalScope() { model_.set_train(true); }
+    EvalScope(const EvalScope&) = delete;
+    EvalScope& operator=(const EvalScope&) = delete;
+
+   private:
+    Model& model_;
+    torch::NoGradGuard no_grad_;
+  };
+
+  /// The plugin's hooks, each with the step context begun at `state`; each
+  /// returns the values the hook logged. validation_step: inside an EvalScope.
+  const std::vector<LoggedValue>& training_step(const Batch& batch, const TrainState& state);
+  const std::vector<LoggedValue>& validation_step(const Batch& batch, const TrainState& state);
+  /// log_samples in its own EvalScope.
+  void log_samples(const TrainState& state);
+
+  /// Runs a plugin hook; its exceptions become one line naming plugin and hook.
+  template <class F>
+  auto call(const char* hook, int64_t step, F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw PluginError("plugin " + plugin_name() + ": " + hook + " failed at step " + std::to_string(step) +
+                        ": " + error_text(e));
+    }
+  }
+
+ private:
+  void build_modules();
+  void build_optimizers();
+  void set_train(bool train);
+
+  Experiment exp_;
+  Accelerator& accel_;
+  std::vector<NamedModule> modules_;
+  std::vector<NamedOptimizer> optimizers_;
+  std::vector<OptimizerSlot> slots_;
+  DataSpec spec_;
+  TrainState resumed_;
+  ImageSink image_sink_;
+  std::unique_ptr<StepContextImpl> ctx_;
+};
+
+}  // namespace gantry

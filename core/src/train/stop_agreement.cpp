@@ -1,0 +1,37 @@
+#include "train/stop_agreement.hpp"
+
+#include <torch/torch.h>
+
+#include "config/errors.hpp"
+#include "dist/distributed.hpp"
+
+namespace gantry {
+
+StopAgreement::Verdict StopAgreement::agree(bool stop, const std::string& bad) {
+  if (!pg_) {
+    if (bad_.empty()) bad_ = bad;
+    return {stop, !bad.empty()};
+  }
+  Verdict v;
+  if (wait_) {
+    wait_();
+    v = {flags_[0].item<int>() != 0, flags_[1].item<int>() != 0};
+  }
+  if (v.bad_metric) return v;
+  flags_ = torch::tensor({stop ? 1 : 0, bad.empty() ? 0 : 1}, torch::kInt32);
+  wait_ = pg_->allreduce_max_async(flags_);
+  if (bad_.empty()) bad_ = bad;
+  return v;
+}
+
+void StopAgreement::finish(int64_t step) {
+  if (!wait_) return;
+  wait_();
+  wait_ = nullptr;
+  if (flags_[1].item<int>() != 0)
+    throw TrainingError(!bad_.empty() ? bad_
+                                      : "step " + std::to_string(step) +
+                                            ": another rank logged a NaN/Inf metric; stopping");
+}
+
+}  // namespace gantry

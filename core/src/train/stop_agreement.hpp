@@ -1,0 +1,41 @@
+// Whether every rank agrees to go on: any rank's stop (a signal, max_time, a
+// limit) or bad metric stops all of them at the same step boundary. The
+// all-reduce of step N is waited for at step N+1, so it never stalls a step:
+// ranks stop one step after the request, all at the same step.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <torch/types.h>
+
+namespace gantry {
+
+class ProcessGroup;
+
+class StopAgreement {
+ public:
+  struct Verdict {
+    bool stop = false;
+    bool bad_metric = false;
+  };
+  /// `pg`: null in a world of one (the verdict is then this rank's own, at once).
+  explicit StopAgreement(ProcessGroup* pg) : pg_(pg) {}
+
+  /// This rank's wish after a batch (`bad`: a NaN/Inf message, or ""); returns
+  /// what all ranks agreed after the previous batch.
+  Verdict agree(bool stop, const std::string& bad);
+  /// Waits for the last batch's agreement; throws TrainingError when a rank
+  /// saw a NaN/Inf there. `step`: for the message.
+  void finish(int64_t step);
+  /// The first bad-metric message this rank saw ("" if none).
+  const std::string& own_bad() const { return bad_; }
+
+ private:
+  ProcessGroup* pg_;
+  torch::Tensor flags_;
+  std::function<void()> wait_;
+  std::string bad_;
+};
+
+}  // namespace gantry
