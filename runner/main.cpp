@@ -80,9 +80,44 @@ std::string resolve_resume(const ExperimentConfig& cfg, bool print) {
   return found;
 }
 
+// A run directory made for this run, removed again (and the experiment's
+// `latest` link pointed back where it was) when the run is refused before it
+// wrote anything: a refused config leaves no empty run behind.
+class FreshRunDir {
+ public:
+  FreshRunDir(std::string experiment_dir, std::string previous_latest)
+      : experiment_(std::move(experiment_dir)), previous_(std::move(previous_latest)) {}
+  void made(std::string run_dir) { run_ = std::move(run_dir); }
+  void keep() { run_.clear(); }
+  ~FreshRunDir() {
+    if (run_.empty() || !unused()) return;
+    std::error_code ec;
+    fs::remove_all(run_, ec);
+    if (previous_.empty())
+      fs::remove(fs::path(experiment_) / "latest", ec);
+    else
+      point_latest(experiment_, previous_);
+  }
+
+ private:
+  // Nothing in it but what train writes before the first step (config.yaml,
+  // the lock, empty images/ and checkpoints/).
+  bool unused() const {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(run_, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name == "config.yaml" || name == ".lock") continue;
+      if ((name == "images" || name == "checkpoints") && fs::is_empty(e.path(), ec)) continue;
+      return false;
+    }
+    return !ec;
+  }
+  std::string experiment_, previous_, run_;
+};
+
 // A checkpoint <out_dir>/<name>/<run>/checkpoints/x.ckpt continues in <run>;
-// anything else gets a new run directory.
-std::string run_dir_for(const ExperimentConfig& cfg, const std::string& resume) {
+// anything else gets a new run directory (`fresh` is told).
+std::string run_dir_for(const ExperimentConfig& cfg, const std::string& resume, FreshRunDir& fresh) {
   if (!resume.empty()) {
     const fs::path run = fs::absolute(resume).parent_path().parent_path();
     std::error_code ec;
@@ -92,7 +127,9 @@ std::string run_dir_for(const ExperimentConfig& cfg, const std::string& resume) 
       return (experiment / run.filename()).string();
     }
   }
-  return make_run_dir(cfg.trainer.out_dir, cfg.name);
+  const std::string made = make_run_dir(cfg.trainer.out_dir, cfg.name);
+  fresh.made(made);
+  return made;
 }
 
 // After a SIGUSR1/SIGUSR2 stop under SLURM: requeue the job; it resumes by itself.
@@ -123,9 +160,12 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
   if (cfg.trainer.val_every_n_epochs > 0) val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
 
   std::string run_dir;
+  const fs::path experiment_dir = fs::path(cfg.trainer.out_dir) / cfg.name;
+  std::error_code ec;
+  FreshRunDir fresh(experiment_dir.string(), fs::read_symlink(experiment_dir / "latest", ec).string());
   std::optional<RunDirLock> run_dir_lock;  // held until the process ends
   if (zero) {  // only rank 0 writes the run directory
-    run_dir = run_dir_for(cfg, cfg.trainer.resume);
+    run_dir = run_dir_for(cfg, cfg.trainer.resume, fresh);
     run_dir_lock.emplace(run_dir);
     write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
     std::printf("run directory: %s\n", run_dir.c_str());
@@ -135,17 +175,26 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
   install_stop_signals();
   Trainer trainer(std::move(exp), run_dir, dist);
   const FitResult r = trainer.fit(train, val ? &*val : nullptr);
+  fresh.keep();
   const bool preempted = r.stop_signal == SIGUSR1 || r.stop_signal == SIGUSR2;
   requeue_if_asked(r.stop_signal, zero);
+  // Replicas that differ are not data parallelism: fail the run on every rank
+  // (what was trained is saved; the checkpoint holds rank 0's parameters).
+  if (!r.replicas_identical)
+    throw TrainingError("the parameters differ across the " + std::to_string(dist.world_size) +
+                        " ranks at step " + std::to_string(r.state.global_step) +
+                        ": a gradient was not averaged (a training_step that calls backward() and step() "
+                        "itself skips DDP's all-reduce: use ctx.optimize); checkpoint " +
+                        (zero ? r.last_checkpoint : std::string("of rank 0")) + " holds rank 0's parameters");
   if (!zero) return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
-  const double steps_per_s = r.seconds > 0 ? double(r.state.global_step) / r.seconds : 0;
-  std::printf("%s at step %ld (epoch %ld) after %.1f s (%.1f steps/s)\n",
-              r.stop_signal ? "stopped by signal" : "done", long(r.state.global_step),
-              long(r.state.epoch), r.seconds, steps_per_s);
+  // steps/s of this process's own batches (a resumed run's earlier ones ran elsewhere).
+  const double steps_per_s = r.seconds > 0 ? double(r.steps_run) / r.seconds : 0;
+  std::printf("%s at step %ld (epoch %ld): %s, after %.1f s (%.1f steps/s)\n",
+              r.stop_signal ? "stopped" : "done", long(r.state.global_step), long(r.state.epoch),
+              r.stop_reason.c_str(), r.seconds, steps_per_s);
   for (const auto& [name, v] : r.last_values) std::printf("  %s %.4f\n", name.c_str(), v);
-  if (dist.world_size > 1)
-    std::printf("replicas %s across %d ranks\n",
-                r.replicas_identical ? "bit-identical" : "DIFFER", dist.world_size);
+  if (dist.world_size > 1 && r.replicas_identical)
+    std::printf("replicas bit-identical across %d ranks\n", dist.world_size);
   std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(),
               (fs::path(run_dir) / "images").c_str());
   return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
@@ -172,6 +221,7 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
   Experiment exp = Experiment::build(cfg);
   print_banner(exp, configure_threads(cfg.trainer.threads));
   const DataSpec spec = exp.system->data_spec();
+  check_data_kind(spec, exp.plugin->manifest().name);
   const ImageDataset train = load_train_data(cfg);
   if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)
     throw DataError(train.images_file + ": samples are " + join_shape(train.images) +
@@ -219,6 +269,7 @@ int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out,
   const torch::Tensor input = exp.system->sample_input(n);
   const torch::Tensor images = exp.system->forward(input);
   const DataSpec spec = exp.system->data_spec();
+  check_data_kind(spec, exp.plugin->manifest().name);
   write_file_atomic(out, encode_png(make_grid(images, 8, 2, spec.low, spec.high)));
   if (!tensor_out.empty()) {  // {"input": ..., "output": ...}, readable by Python's torch.load
     c10::Dict<std::string, torch::Tensor> d;

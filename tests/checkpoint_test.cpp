@@ -131,6 +131,8 @@ TEST(Checkpoint, ResumedRunEndsBitIdenticalToAnUninterruptedOne) {
               second.path().string())
           .fit(data);
   ASSERT_EQ(c.state.global_step, 10);
+  EXPECT_EQ(c.steps_run, 5);  // its own batches: steps/s after a resume once counted the first run's too
+  EXPECT_EQ(a.steps_run, 10);
   const auto sa = gantry::test::state_dict_of(a.last_checkpoint);
   const auto sc = gantry::test::state_dict_of(c.last_checkpoint);
   ASSERT_EQ(sa.size(), sc.size());

@@ -187,3 +187,76 @@ TEST(Cli, TwoRunsOfOneExperimentNeverShareARunDirectory) {
   ASSERT_GT(frames.size(), 5u);
   for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(gantry::wire::decode(frames[i]).seq, i + 1);
 }
+
+namespace {
+// The SDK test plugin's config, with the plugin built by this tree.
+const std::string kTiny = gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                          "' system.plugin='" + gantry::test::plugin_path("tiny");
+}
+
+TEST(Cli, TheStopLineNamesTheLimitThatEndedTheRun) {
+  TempDir dir;
+  // Only max_steps given: the default epoch count does not cut it (Lightning's
+  // rule; it once stopped at 1875, the end of epoch 0, without a word).
+  auto r = run_gantry("train '" + kTiny + "' trainer.max_steps=1900", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done at step 1900 (epoch 1): trainer.max_steps=1900 reached, after"), std::string::npos)
+      << r.out;
+  r = run_gantry("train '" + kTiny + "' trainer.max_steps=-1 trainer.max_epochs=1", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done at step 1875 (epoch 1): trainer.max_epochs=1 reached, after"), std::string::npos)
+      << r.out;
+}
+
+TEST(Cli, ARefusedRunLeavesNoRunDirectoryBehind) {
+  TempDir dir;
+  const auto experiment = dir.path() / "runs/tiny";
+  auto r = run_gantry("train '" + kTiny + "' trainer.max_steps=2", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto good = std::filesystem::read_symlink(experiment / "latest");
+  // A plugin asking for data this runner cannot give: validate and train refuse it.
+  r = run_gantry("validate '" + kTiny + "' system.kind=text", dir.path());
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.err.find("plugin tiny wants data of kind 'text'; this runner provides: images"), std::string::npos)
+      << r.err;
+  r = run_gantry("train '" + kTiny + "' system.kind=text", dir.path());
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.err.find("wants data of kind 'text'"), std::string::npos) << r.err;
+  int runs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(experiment)) runs += e.path().filename() != "latest";
+  EXPECT_EQ(runs, 1) << "the refused run left its directory";
+  EXPECT_EQ(std::filesystem::read_symlink(experiment / "latest"), good);
+}
+
+TEST(Cli, AMetricsRowHoldsTheMeanOfEverythingLoggedSinceThePreviousRow) {
+  // Rows every 10 batches. ctx.global_step() is 0 during the first batch, so
+  // the row labelled 10 holds batches 0..9: batch_index's mean is 4.5.
+  // every_50 (logged when global_step % 50 == 0) lands in the rows 10 and 60;
+  // once it was lost (a row held only its own batch's values). What
+  // log_samples logs (before the first batch, after the last) is kept too.
+  TempDir dir;
+  const auto r = run_gantry("train '" + kTiny + "' system.log_steps=true trainer.max_steps=60", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto rows = gantry::test::lines_of(gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv"));
+  ASSERT_EQ(rows.size(), 8u) << gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
+  const auto header = gantry::test::split(rows[0], ',');
+  auto cell = [&](size_t row, const std::string& column) {
+    const auto cells = gantry::test::split(rows[row], ',');
+    for (size_t i = 0; i < header.size(); ++i)
+      if (header[i] == column) return i < cells.size() ? cells[i] : std::string();
+    ADD_FAILURE() << "no column " << column << " in " << rows[0];
+    return std::string();
+  };
+  for (int k = 1; k <= 6; ++k) {
+    EXPECT_EQ(cell(k, "step"), std::to_string(10 * k));
+    EXPECT_DOUBLE_EQ(std::stod(cell(k, "batch_index")), 10.0 * k - 5.5) << rows[k];
+  }
+  EXPECT_EQ(cell(1, "every_50"), "0");
+  EXPECT_EQ(cell(6, "every_50"), "50");
+  for (int k = 2; k <= 5; ++k) EXPECT_EQ(cell(k, "every_50"), "") << rows[k];
+  EXPECT_EQ(cell(1, "sampled_at"), "0");
+  // The final grid's value: its own row at step 60 (as a validation row would be).
+  EXPECT_EQ(cell(7, "step"), "60");
+  EXPECT_EQ(cell(7, "sampled_at"), "60");
+  EXPECT_EQ(cell(7, "batch_index"), "");
+}

@@ -115,6 +115,18 @@ TEST(Config, RunThatNeverEndsIsRejected) {
   EXPECT_NE(config_error([&] { ExperimentConfig::load(path); }).find("never end"), std::string::npos);
 }
 
+TEST(Config, MaxStepsAloneIsNotCutByTheDefaultEpochCount) {
+  TempDir dir;
+  const auto path = write_config(dir, "name: a\n");
+  EXPECT_EQ(ExperimentConfig::load(path).trainer.max_epochs, 1);
+  EXPECT_EQ(ExperimentConfig::load(path, {"trainer.max_steps=5000"}).trainer.max_epochs, -1);
+  EXPECT_EQ(ExperimentConfig::load(path, {"trainer.max_time=00:01:00"}).trainer.max_epochs, -1);
+  // Given explicitly, both limits hold (the first reached ends the run).
+  EXPECT_EQ(ExperimentConfig::load(path, {"trainer.max_steps=5000", "trainer.max_epochs=2"}).trainer.max_epochs, 2);
+  const auto both = write_config(dir, "name: a\ntrainer:\n  max_epochs: 3\n  max_steps: 10\n");
+  EXPECT_EQ(ExperimentConfig::load(both).trainer.max_epochs, 3);
+}
+
 TEST(Config, UnknownSystemKeyIsReportedForThePlugin) {
   TempDir dir;
   const auto path = write_config(dir, "name: a\nsystem:\n  plugin: " + gantry::test::gan_plugin_path() +

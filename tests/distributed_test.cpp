@@ -341,3 +341,24 @@ TEST(Distributed, RanksDieWithTheirLauncher) {
     if (::kill(pid, 0) == 0) ::kill(pid, SIGKILL);
   std::cout << "ranks gone " << took << " s after the launcher was killed\n";
 }
+
+TEST(Distributed, ReplicasThatDivergeFailTheRun) {
+  // A training_step that calls backward() and step() itself skips DDP's
+  // average: each rank learns its own shard. It once printed "replicas
+  // DIFFER" and exited 0.
+  TempDir dir;
+  const auto r = run_gantry("launch -n 2 '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                                "' system.plugin=" + gantry::test::plugin_path("tiny") +
+                                " trainer.max_steps=10 system.hand_step=true",
+                            dir.path());
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("the parameters differ across the 2 ranks at step 10: a gradient was not averaged"),
+            std::string::npos)
+      << r.out << r.err;
+  // The same plugin through ctx.optimize stays bit-identical and succeeds.
+  const auto ok = run_gantry("launch -n 2 '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                                 "' system.plugin=" + gantry::test::plugin_path("tiny") + " trainer.max_steps=10",
+                             dir.path());
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("replicas bit-identical across 2 ranks"), std::string::npos) << ok.out;
+}

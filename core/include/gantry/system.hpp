@@ -61,8 +61,11 @@ class StepContext {
   /// optimizer has that name.
   virtual void optimize(const std::string& optimizer, const torch::Tensor& loss) = 0;
   /// Logs a scalar (a 0-dim tensor, e.g. a loss) under `name` for this step:
-  /// progress bar, metrics.csv and every other sink. `sync`: average across
-  /// ranks before logging. A NaN or Inf value stops the run, naming it.
+  /// progress bar (the last value), metrics.csv, the stream and TensorBoard
+  /// (a row every trainer.log_every_n_steps batches holding each value's
+  /// mean over the batches since the previous row, so a value logged on any
+  /// step is kept; also from log_samples). `sync`: average across ranks
+  /// before logging. A NaN or Inf value stops the run, naming it.
   virtual void log(const std::string& name, const torch::Tensor& value, bool sync = false) = 0;
   /// Logs a plain number under `name` for this step (see the tensor overload).
   virtual void log(const std::string& name, double value, bool sync = false) = 0;
@@ -70,6 +73,8 @@ class StepContext {
   /// under `tag` for this step: written as images/<tag>_<step>.png.
   virtual void log_image(const std::string& tag, const torch::Tensor& images) = 0;
   /// Batches trained so far (not optimizer steps): 0 during the first batch.
+  /// Rows, images and checkpoints are labelled with the count after their
+  /// batch: the row "step 50" holds the batches where this was 40..49.
   virtual int64_t global_step() const = 0;
   /// The epoch, from 0.
   virtual int64_t epoch() const = 0;

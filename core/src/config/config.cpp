@@ -110,6 +110,9 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.step_in_backward", &E::trainer, &TrainerOptions::step_in_backward));
     f.push_back(option_field("trainer.weight_layout", &E::trainer, &TrainerOptions::weight_layout));
     f.push_back(option_field("trainer.huge_pages", &E::trainer, &TrainerOptions::huge_pages));
+    f.push_back(option_field("trainer.gradient_clip_val", &E::trainer, &TrainerOptions::gradient_clip_val));
+    f.push_back(
+        option_field("trainer.gradient_clip_algorithm", &E::trainer, &TrainerOptions::gradient_clip_algorithm));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
     f.push_back(option_field("monitor.enabled", &E::monitor, &MonitorOptions::enabled));
@@ -125,6 +128,35 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("slurm.template", &E::slurm, &SlurmOptions::template_path));
     return f;
   }();
+  return fields;
+}
+
+// `optimizers.<name>.<key>`: one field per key of OptimizerOptions.
+struct OptimizerField {
+  std::string key;
+  std::string type;
+  std::function<void(OptimizerOptions&, const YAML::Node&)> set;
+  std::function<YAML::Node(const OptimizerOptions&)> get;
+};
+
+template <class T>
+OptimizerField optimizer_field(std::string key, T OptimizerOptions::*member) {
+  return OptimizerField{std::move(key), type_name<T>(),
+                        [member](OptimizerOptions& o, const YAML::Node& n) { o.*member = convert_option<T>(n); },
+                        [member](const OptimizerOptions& o) { return YAML::Node(o.*member); }};
+}
+
+const std::vector<OptimizerField>& optimizer_schema() {
+  static const std::vector<OptimizerField> fields = {
+      optimizer_field("gradient_clip_val", &OptimizerOptions::gradient_clip_val),
+      optimizer_field("gradient_clip_algorithm", &OptimizerOptions::gradient_clip_algorithm),
+      optimizer_field("scheduler", &OptimizerOptions::scheduler),
+      optimizer_field("interval", &OptimizerOptions::interval),
+      optimizer_field("warmup", &OptimizerOptions::warmup),
+      optimizer_field("step_size", &OptimizerOptions::step_size),
+      optimizer_field("gamma", &OptimizerOptions::gamma),
+      optimizer_field("min_lr", &OptimizerOptions::min_lr),
+  };
   return fields;
 }
 
@@ -204,7 +236,8 @@ bool is_section(const std::string& key) {
   for (const auto& f : schema())
     if (f.key.size() > key.size() && f.key.compare(0, key.size(), key) == 0 && f.key[key.size()] == '.')
       return true;
-  return key == "system";
+  return key == "system" || key == "optimizers" ||
+         (key.rfind("optimizers.", 0) == 0 && key.find('.', 11) == std::string::npos);
 }
 
 void flatten(const YAML::Node& node, const std::string& prefix,
@@ -255,6 +288,33 @@ void check_tree(const YAML::Node& root, const std::string& source) {
   check_tree(root, source, 0, count);
 }
 
+void set_optimizer_option(ExperimentConfig& cfg, const std::string& key, const YAML::Node& node) {
+  const auto parts = split_key(key);
+  std::vector<std::string> known;
+  for (const auto& f : optimizer_schema()) known.push_back(f.key);
+  if (parts.size() != 3) {
+    const std::string near = parts.size() == 2 ? nearest_key(parts[1], known) : "";
+    throw ConfigError(cfg.where(key) + ": '" + key + "' is not optimizers.<optimizer>.<key>" +
+                      (near.empty() ? "" : " (is '" + parts[1] + "' meant as a key? give the optimizer: optimizers.<name>." +
+                                               near + ")"));
+  }
+  const OptimizerField* field = nullptr;
+  for (const auto& f : optimizer_schema())
+    if (f.key == parts[2]) field = &f;
+  if (!field) {
+    const std::string near = nearest_key(parts[2], known);
+    throw ConfigError(cfg.where(key) + ": unknown key '" + key + "'" +
+                      (near.empty() ? "" : "; did you mean 'optimizers." + parts[1] + "." + near + "'?"));
+  }
+  if (!node.IsScalar())
+    throw ConfigError(cfg.where(key) + ": " + key + " must be " + field->type + ", got '" + scalar_text(node) + "'");
+  try {
+    field->set(cfg.optimizers[parts[1]], node);
+  } catch (const YAML::Exception&) {
+    throw ConfigError(cfg.where(key) + ": " + key + " must be " + field->type + ", got '" + node.Scalar() + "'");
+  }
+}
+
 ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
                            const std::vector<std::string>& overrides) {
   ExperimentConfig cfg;
@@ -279,6 +339,10 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
       cfg.system_params[key.substr(7)] = node;  // the plugin checks its own keys
       continue;
     }
+    if (key.rfind("optimizers.", 0) == 0) {
+      set_optimizer_option(cfg, key, node);
+      continue;
+    }
     const auto f = by_key.find(key);
     if (f == by_key.end()) {
       const std::string near = nearest_key(key, schema_keys());
@@ -295,6 +359,11 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
                         node.Scalar() + "'");
     }
   }
+
+  // Lightning's rule: a run given only max_steps or max_time is not also cut
+  // at the default epoch count.
+  if (!cfg.origins.count("trainer.max_epochs") && (cfg.trainer.max_steps > 0 || !cfg.trainer.max_time.empty()))
+    cfg.trainer.max_epochs = -1;
 
   // ---- 4. validate ----
   auto check = [&](bool ok, const std::string& key, const std::string& what) {
@@ -348,6 +417,25 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
         "partition names (letters, digits, _ . - ,)");
   check(std::regex_match(cfg.slurm.account, std::regex(R"([A-Za-z0-9_.-]*)")), "slurm.account",
         "an account name (letters, digits, _ . -)");
+  check(t.gradient_clip_val >= 0, "trainer.gradient_clip_val", ">= 0 (0: no clipping)");
+  check(t.gradient_clip_algorithm == "norm" || t.gradient_clip_algorithm == "value", "trainer.gradient_clip_algorithm",
+        "norm or value");
+  for (const auto& [name, o] : cfg.optimizers) {
+    auto check_opt = [&](bool ok, const char* key, const std::string& what, const std::string& got) {
+      const std::string full = "optimizers." + name + "." + key;
+      if (!ok) throw ConfigError(cfg.where(full) + ": " + full + " must be " + what + ", got '" + got + "'");
+    };
+    check_opt(o.gradient_clip_val >= 0, "gradient_clip_val", ">= 0 (0: no clipping)", std::to_string(o.gradient_clip_val));
+    check_opt(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value", "gradient_clip_algorithm",
+              "norm or value", o.gradient_clip_algorithm);
+    check_opt(o.scheduler == "none" || o.scheduler == "step" || o.scheduler == "cosine" || o.scheduler == "linear",
+              "scheduler", "one of none, step, cosine, linear", o.scheduler);
+    check_opt(o.interval == "step" || o.interval == "epoch", "interval", "step or epoch", o.interval);
+    check_opt(o.warmup >= 0, "warmup", ">= 0", std::to_string(o.warmup));
+    check_opt(o.step_size > 0, "step_size", "> 0", std::to_string(o.step_size));
+    check_opt(o.gamma > 0, "gamma", "> 0", std::to_string(o.gamma));
+    check_opt(o.min_lr >= 0, "min_lr", ">= 0", std::to_string(o.min_lr));
+  }
   check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");
   check(cfg.checkpoint.keep_last >= 0, "checkpoint.keep_last", ">= 0 (0: keep all)");
   try {
@@ -420,6 +508,22 @@ std::string ExperimentConfig::where(const std::string& key) const {
   return source.empty() ? "<config>" : source;
 }
 
+OptimizerOptions ExperimentConfig::optimizer(const std::string& name) const {
+  OptimizerOptions o;
+  o.gradient_clip_val = trainer.gradient_clip_val;
+  o.gradient_clip_algorithm = trainer.gradient_clip_algorithm;
+  const auto it = optimizers.find(name);
+  if (it == optimizers.end()) return o;
+  // A section's clip keys override the defaults only where the section set them.
+  const OptimizerOptions& own = it->second;
+  const bool own_clip = origins.count("optimizers." + name + ".gradient_clip_val") > 0;
+  const bool own_algo = origins.count("optimizers." + name + ".gradient_clip_algorithm") > 0;
+  OptimizerOptions out = own;
+  if (!own_clip) out.gradient_clip_val = o.gradient_clip_val;
+  if (!own_algo) out.gradient_clip_algorithm = o.gradient_clip_algorithm;
+  return out;
+}
+
 std::string ExperimentConfig::to_yaml() const {
   YAML::Node root(YAML::NodeType::Map);
   for (const auto& f : schema()) {
@@ -432,6 +536,10 @@ std::string ExperimentConfig::to_yaml() const {
   for (auto it = system_params.begin(); it != system_params.end(); ++it) {
     YAML::Node sys = root["system"];
     sys[it->first.as<std::string>()] = it->second;
+  }
+  for (const auto& [name, own] : optimizers) {  // as in effect (the trainer-wide clip defaults applied)
+    const OptimizerOptions o = optimizer(name);
+    for (const auto& f : optimizer_schema()) root["optimizers"][name][f.key] = f.get(o);
   }
   YAML::Emitter out;
   out << root;

@@ -19,7 +19,7 @@
 namespace gantry {
 
 struct GANTRY_CORE_EXPORT TrainerOptions {
-  int64_t max_epochs = 1;            ///< -1: no epoch limit
+  int64_t max_epochs = 1;            ///< -1: no epoch limit; when not given but max_steps or max_time is: -1
   int64_t max_steps = -1;            ///< batches; -1: no step limit
   std::string max_time;              ///< "DD:HH:MM:SS", "HH:MM:SS" or seconds; empty: none
   int64_t seed = 42;                 ///< seeds LibTorch's generator and the data shuffle
@@ -41,6 +41,8 @@ struct GANTRY_CORE_EXPORT TrainerOptions {
   bool step_in_backward = true;      ///< with the fused Adam in a world of one: step each parameter as backward produces its gradient
   bool huge_pages = true;             ///< ask for transparent huge pages for the heap (gantry train, when the kernel offers them on request)
   std::string weight_layout = "auto";  ///< auto | as_built: auto keeps Linear weights whose rows are a multiple of 4 KiB transposed in memory
+  double gradient_clip_val = 0;      ///< clip every optimizer's gradients (after the DDP average); 0: never
+  std::string gradient_clip_algorithm = "norm";  ///< norm | value
 
   double max_time_seconds() const;   ///< max_time parsed; <= 0 when unset
 };
@@ -80,6 +82,20 @@ struct MonitorOptions {
   std::string token;               ///< empty: a random one per run
 };
 
+/// `optimizers.<name>.*`: what the trainer does around one optimizer's step
+/// (`<name>` as configure_optimizers() names it). trainer.gradient_clip_* are
+/// the defaults for every optimizer, as in Lightning.
+struct OptimizerOptions {
+  double gradient_clip_val = 0;                 ///< 0: no clipping
+  std::string gradient_clip_algorithm = "norm"; ///< norm (total 2-norm of the optimizer's gradients) | value
+  std::string scheduler = "none";               ///< none | step | cosine | linear: the lr over the run
+  std::string interval = "step";                ///< step | epoch: what the scheduler counts
+  int64_t warmup = 0;                           ///< intervals of linear warm-up from lr/warmup to lr
+  int64_t step_size = 1;                        ///< step: multiply by gamma every step_size intervals
+  double gamma = 0.1;                           ///< step: the factor
+  double min_lr = 0;                            ///< cosine, linear: the lr at the end of the run
+};
+
 /// The `system:` section: the plugin and its own keys.
 struct SystemOptions {
   std::string plugin = "gan";  ///< plugin name (searched) or path to a .so
@@ -94,6 +110,11 @@ struct GANTRY_CORE_EXPORT ExperimentConfig {
   CheckpointOptions checkpoint;
   SlurmOptions slurm;
   MonitorOptions monitor;
+  std::map<std::string, OptimizerOptions> optimizers;  ///< by optimizer name; see optimizer()
+
+  /// The options of optimizer `name`: its `optimizers.<name>` section over
+  /// the trainer-wide defaults.
+  OptimizerOptions optimizer(const std::string& name) const;
 
   std::string source;              ///< the file it came from ("" when built in code)
   YAML::Node system_params;        ///< system section minus `plugin`

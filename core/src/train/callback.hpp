@@ -6,9 +6,10 @@
 //
 // Points, in loop order:
 //   on_fit_start        before the first batch (after a resume: the next one)
+//   on_batch_start      before every batch's training_step
+//   on_image_step       after a batch whose global_step % image_every_n_steps == 0
 //   on_log_step         after a batch whose global_step % log_every_n_steps == 0
 //   on_batch_end        after every batch (values read, stop agreed)
-//   on_image_step       after a batch whose step % image_every_n_steps == 0
 //   on_checkpoint_step  after a batch whose step % checkpoint.every_n_steps == 0
 //   on_epoch_end        after an epoch's last batch, before epoch is incremented
 //   on_train_end        after the last batch, before the end's collectives
@@ -34,6 +35,41 @@ class RunOutputs;
 
 using Values = std::vector<std::pair<std::string, double>>;
 
+/// The values logged since the last metrics row, reduced: each name's mean
+/// over the batches (and hooks) that logged it, in first-logged order.
+class MetricInterval {
+ public:
+  void add(const Values& values) {
+    for (const auto& [name, x] : values) {
+      size_t i = 0;
+      while (i < names_.size() && names_[i] != name) ++i;
+      if (i == names_.size()) {
+        names_.push_back(name);
+        sums_.push_back(0);
+        counts_.push_back(0);
+      }
+      sums_[i] += x;
+      ++counts_[i];
+    }
+  }
+  Values mean() const {
+    Values out;
+    for (size_t i = 0; i < names_.size(); ++i) out.emplace_back(names_[i], sums_[i] / double(counts_[i]));
+    return out;
+  }
+  bool empty() const { return names_.empty(); }
+  void clear() {
+    names_.clear();
+    sums_.clear();
+    counts_.clear();
+  }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<double> sums_;
+  std::vector<int64_t> counts_;
+};
+
 /// What the loop shares with its callbacks.
 struct FitState {
   FitState(Model& m, Accelerator& a, const std::string& dir, TrainState s)
@@ -48,6 +84,7 @@ struct FitState {
   int64_t per_epoch = 0;      ///< batches per epoch on this rank
   int64_t batch_size = 0;     ///< per rank
   Values values;              ///< the last batch's logged values (averaged where logged with sync)
+  MetricInterval interval;    ///< everything logged since the last metrics row (batches, log_samples)
   std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
 
   const ExperimentConfig& cfg() const { return model.cfg(); }
@@ -57,6 +94,7 @@ class Callback {
  public:
   virtual ~Callback() = default;
   virtual void on_fit_start(FitState&) {}
+  virtual void on_batch_start(FitState&) {}
   virtual void on_log_step(FitState&) {}
   virtual void on_batch_end(FitState&) {}
   virtual void on_image_step(FitState&) {}
@@ -81,6 +119,8 @@ class Callbacks {
 };
 
 // The built-in callbacks (each in its own file under train/callbacks/).
+/// Every rank: optimizers.<name>.scheduler sets the lrs before each batch; rank 0 logs lr-<name>.
+std::unique_ptr<Callback> lr_scheduler_callback(FitState& fit);
 /// Every rank: its status at every log step -> ranks.csv + stream (rank 0).
 std::unique_ptr<Callback> rank_status_callback(FitState& fit);
 /// Rank 0: a metrics.csv row + stream scalars every log step and at the end.

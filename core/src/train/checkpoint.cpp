@@ -152,6 +152,9 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
   top.insert("state_dict", state_dict);
   top.insert("optimizer_states", optim_states);
   top.insert("rng_states", rng);
+  c10::Dict<std::string, torch::Tensor> trainer_state;
+  for (const auto& [key, t] : state.extra) trainer_state.insert(key, t.detach().cpu().contiguous());
+  top.insert("trainer_state", trainer_state);
   top.insert("checksum", crc_text(content_crc(top)));
   const std::vector<char> bytes = torch::pickle_save(top);
   try {
@@ -238,6 +241,8 @@ TrainState load_checkpoint(const std::string& path, const std::string& plugin,
   s.global_step = get_int(d, "global_step", path);
   s.epoch = get_int(d, "epoch", path);
   s.batch_in_epoch = get_int(d, "batch_in_epoch", path);
+  if (d.contains("trainer_state") && d.at("trainer_state").isGenericDict())
+    for (const auto& e : d.at("trainer_state").toGenericDict()) s.extra[e.key().toStringRef()] = e.value().toTensor();
   return s;
 }
 

@@ -3,6 +3,7 @@
 //   "state_dict"        {"<module>.<param or buffer>": Tensor}
 //   "optimizer_states"  {"<optimizer>": uint8 Tensor, LibTorch's archive bytes}
 //   "rng_states"        {"torch_cpu": uint8 Tensor (rank 0), "torch_cpu_rank<r>": rank r's}
+//   "trainer_state"     {"<key>": Tensor}: the trainer's own (lr_base.<optimizer>, ...)
 //   "global_step", "epoch", "batch_in_epoch", "world_size": int
 //   "config": str (the resolved YAML), "plugin", "plugin_version",
 //   "gantry_version", "format_version"
@@ -11,6 +12,7 @@
 // truncated file fails to parse; a corrupted one fails its checksum.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -21,9 +23,16 @@ namespace gantry {
 
 /// Where training stands: what a checkpoint restores besides tensors.
 struct TrainState {
+  TrainState() = default;
+  TrainState(int64_t step, int64_t epoch_, int64_t batch, std::map<std::string, torch::Tensor> extra_ = {})
+      : global_step(step), epoch(epoch_), batch_in_epoch(batch), extra(std::move(extra_)) {}
+
   int64_t global_step = 0;     ///< batches trained
   int64_t epoch = 0;           ///< current epoch
   int64_t batch_in_epoch = 0;  ///< batches of `epoch` already trained
+  /// The trainer's own state besides modules and optimizers (schedulers'
+  /// base lrs, ...), by key; "trainer_state" in the file (absent before 0.2).
+  std::map<std::string, torch::Tensor> extra;
 };
 
 struct CheckpointMeta {

@@ -9,15 +9,18 @@
 
 namespace gantry {
 
+void check_data_kind(const DataSpec& spec, const std::string& plugin) {
+  if (spec.kind != "images")
+    throw PluginError("plugin " + plugin + " wants data of kind '" + spec.kind + "'; this runner provides: images");
+}
+
 Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(accel) {
   // Each rank draws its own noise (model init is rank 0's, broadcast below).
   torch::manual_seed(static_cast<uint64_t>(cfg().trainer.seed + accel_.dist().rank));
   build_modules();
   build_optimizers();
   spec_ = call("data_spec", 0, [&] { return exp_.system->data_spec(); });
-  if (spec_.kind != "images")
-    throw PluginError("plugin " + plugin_name() + " wants data of kind '" + spec_.kind +
-                      "'; this runner provides: images");
+  check_data_kind(spec_, plugin_name());
   ctx_ = std::make_unique<StepContextImpl>(
       slots_, accel_.device(), accel_.dist().rank, accel_.dist().world_size,
       [this](const std::string& tag, const torch::Tensor& images) {
@@ -66,11 +69,27 @@ void Model::build_optimizers() {
         if (p.requires_grad()) s.params.push_back(p);
     s.sync = accel_.grad_sync(s.params);
     s.fused = t.fused_adam && fused_adam_applies(*o.optimizer);
+    const OptimizerOptions options = cfg().optimizer(o.name);
+    s.clip = options.gradient_clip_val;
+    s.clip_by_norm = options.gradient_clip_algorithm == "norm";
     const bool leaves =
         std::all_of(s.params.begin(), s.params.end(), [](const torch::Tensor& p) { return p.is_leaf(); });
-    if (s.fused && !s.sync && t.step_in_backward && leaves)  // DDP must average the gradients first
+    // Stepping during backward needs the gradients final as they arrive: not
+    // when DDP must average them first, nor when clipping needs all of them.
+    if (s.fused && !s.sync && s.clip == 0 && t.step_in_backward && leaves)
       s.in_backward = std::make_unique<AdamInBackward>(o.optimizer, s.params);
     slots_.push_back(std::move(s));
+  }
+  // An optimizers.<name> section must name an optimizer the plugin has.
+  for (const auto& [name, options] : cfg().optimizers) {
+    if (std::any_of(optimizers_.begin(), optimizers_.end(), [&](const NamedOptimizer& o) { return o.name == name; }))
+      continue;
+    std::string names, key;
+    for (const auto& o : optimizers_) names += (names.empty() ? "" : ", ") + o.name;
+    for (const auto& [k, where] : cfg().origins)
+      if (k.rfind("optimizers." + name + ".", 0) == 0) key = k;
+    throw ConfigError(cfg().where(key) + ": optimizers." + name + ": plugin " + plugin_name() +
+                      " has no optimizer '" + name + "'; configure_optimizers() returned: " + names);
   }
   const auto& d = accel_.dist();
   if (slots_.front().sync && d.rank == 0)
@@ -108,10 +127,11 @@ const std::vector<LoggedValue>& Model::validation_step(const Batch& batch, const
   return ctx_->values();
 }
 
-void Model::log_samples(const TrainState& state) {
+const std::vector<LoggedValue>& Model::log_samples(const TrainState& state) {
   EvalScope eval(*this);
   ctx_->begin(state.global_step, state.epoch);
   call("log_samples", state.global_step, [&] { exp_.system->log_samples(*ctx_); });
+  return ctx_->values();
 }
 
 }  // namespace gantry

@@ -58,7 +58,7 @@ class Model {
   const std::vector<LoggedValue>& training_step(const Batch& batch, const TrainState& state);
   const std::vector<LoggedValue>& validation_step(const Batch& batch, const TrainState& state);
   /// log_samples in its own EvalScope.
-  void log_samples(const TrainState& state);
+  const std::vector<LoggedValue>& log_samples(const TrainState& state);
 
   /// Runs a plugin hook; its exceptions become one line naming plugin and hook.
   template <class F>

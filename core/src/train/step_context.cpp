@@ -42,6 +42,12 @@ void StepContextImpl::optimize(const std::string& name, const torch::Tensor& los
   } else {
     loss.backward({}, c10::nullopt, false, slot->params);
   }
+  if (slot->clip > 0) {  // averaged gradients, before the step (Lightning's gradient_clip_val)
+    if (slot->clip_by_norm)
+      torch::nn::utils::clip_grad_norm_(slot->params, slot->clip);
+    else
+      torch::nn::utils::clip_grad_value_(slot->params, slot->clip);
+  }
   if (slot->fused)
     fused_adam_step(*slot->optimizer);
   else

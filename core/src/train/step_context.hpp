@@ -24,6 +24,8 @@ struct OptimizerSlot {
   std::unique_ptr<GradSync> sync;     // gradient all-reduce; null in a world of one
   bool fused = false;                 // an Adam stepped by fused_adam_step
   std::unique_ptr<AdamInBackward> in_backward;  // fused and a world of one: stepped during backward
+  double clip = 0;                    // optimizers.<name>.gradient_clip_val (0: none), after the DDP average
+  bool clip_by_norm = true;           // norm: total 2-norm; else each element to [-clip, clip]
 };
 
 /// A value the plugin logged this step (ctx.log).

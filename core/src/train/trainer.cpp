@@ -124,8 +124,9 @@ struct Trainer::Impl {
     }
     Callbacks callbacks;  // in this order at every point
     callbacks.add(rank_status_callback(fit));
+    if (out) callbacks.add(samples_callback());  // before metrics: the final grid's values join the final row
+    callbacks.add(lr_scheduler_callback(fit));    // before metrics: the lrs join each row
     if (out) callbacks.add(metrics_callback());
-    if (out) callbacks.add(samples_callback());
     if (out) callbacks.add(progress_callback());
     if (val && t.val_every_n_epochs > 0) {
       LoaderOptions vo = lo;
@@ -155,10 +156,20 @@ struct Trainer::Impl {
     const double max_time = t.max_time_seconds();
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    auto signal_name = [](int sig) -> std::string {
+      const char* name = sigabbrev_np(sig);
+      return name ? std::string("SIG") + name : "?";
+    };
     auto every = [&](int64_t n) { return n > 0 && s.global_step % n == 0; };
 
     callbacks.call(&Callback::on_fit_start, fit);
+    const int64_t first_step = s.global_step;
+    std::string reason;  // what ended the run, for the stop line
+    auto limit = [&](const char* key, const std::string& value) {
+      return std::string("trainer.") + key + "=" + value + " reached";
+    };
     bool done = fit.total_steps > 0 && s.global_step >= fit.total_steps;
+    if (done) reason = "already at step " + std::to_string(s.global_step) + " of " + std::to_string(fit.total_steps);
     while (!done) {
       loader.start_epoch(s.epoch, s.batch_in_epoch);
       while (!done) {
@@ -166,13 +177,21 @@ struct Trainer::Impl {
         if (!batch) break;
         accel->to_device(*batch);
         if (buffers_every_step) accel->broadcast(buffers);
+        callbacks.call(&Callback::on_batch_start, fit);
         const std::vector<LoggedValue>& logged = model->training_step(*batch, s);
         ++s.global_step;
         ++s.batch_in_epoch;
         const std::string bad = read_values(logged, fit);
         const bool max_steps_reached = t.max_steps > 0 && s.global_step >= t.max_steps;
-        const bool want_stop = max_steps_reached || (max_time > 0 && elapsed() >= max_time) || stop_requested();
-        const StopAgreement::Verdict agreed = agreement.agree(want_stop, bad);
+        std::string wish;  // why this rank wants to stop
+        if (max_steps_reached)
+          wish = limit("max_steps", std::to_string(t.max_steps));
+        else if (max_time > 0 && elapsed() >= max_time)
+          wish = limit("max_time", t.max_time);
+        else if (const int sig = stop_requested())
+          wish = "stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+        if (!wish.empty() && reason.empty()) reason = wish;
+        const StopAgreement::Verdict agreed = agreement.agree(!wish.empty(), bad);
         if (agreed.bad_metric) {
           const std::string& mine = agreement.own_bad();
           if (out) out->event("nan", s.global_step, mine);
@@ -182,21 +201,30 @@ struct Trainer::Impl {
         }
         const bool image_due = every(t.image_every_n_steps), ckpt_due = every(cfg().checkpoint.every_n_steps);
         if ((image_due || ckpt_due) && !buffers_every_step) accel->broadcast(buffers);  // rank 0's, for readers
+        fit.interval.add(fit.values);
+        if (image_due) callbacks.call(&Callback::on_image_step, fit);  // what log_samples logs joins this row
         if (every(t.log_every_n_steps)) callbacks.call(&Callback::on_log_step, fit);
         callbacks.call(&Callback::on_batch_end, fit);
-        if (image_due) callbacks.call(&Callback::on_image_step, fit);
         if (ckpt_due) callbacks.call(&Callback::on_checkpoint_step, fit);
-        if (agreed.stop || max_steps_reached) done = true;
+        if (agreed.stop || max_steps_reached) {
+          done = true;
+          if (reason.empty()) reason = "another rank asked to stop (its output says why)";
+        }
       }
       if (s.batch_in_epoch >= fit.per_epoch) {  // the epoch is complete
         callbacks.call(&Callback::on_epoch_end, fit);
         ++s.epoch;
         s.batch_in_epoch = 0;
-        if (t.max_epochs > 0 && s.epoch >= t.max_epochs) done = true;
+        if (t.max_epochs > 0 && s.epoch >= t.max_epochs && !done) {
+          done = true;
+          reason = limit("max_epochs", std::to_string(t.max_epochs));
+        }
       }
     }
     FitResult result;
     result.seconds = elapsed();
+    result.steps_run = s.global_step - first_step;
+    result.stop_reason = reason;
     agreement.finish(s.global_step);
     callbacks.call(&Callback::on_train_end, fit);
     accel->broadcast(buffers);  // a collective: every rank has published its final status

@@ -34,8 +34,14 @@ struct FitResult {
   std::vector<std::pair<std::string, double>> last_values;  ///< last logged metrics
   std::string last_checkpoint;      ///< path of the final checkpoint ("" if none)
   int stop_signal = 0;              ///< the signal that stopped it early, or 0
+  std::string stop_reason;          ///< what ended it: "trainer.max_steps=1500 reached", "signal 15", ...
+  int64_t steps_run = 0;            ///< batches trained by this fit (a resumed run's own, not the total)
   bool replicas_identical = true;   ///< parameters equal on every rank at the end
 };
+
+/// Throws PluginError (one line) when this runner cannot give the data kind
+/// the plugin's data_spec() asks for.
+GANTRY_CORE_EXPORT void check_data_kind(const DataSpec& spec, const std::string& plugin);
 
 class GANTRY_CORE_EXPORT Trainer {
  public:

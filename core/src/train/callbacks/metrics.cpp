@@ -1,5 +1,7 @@
-// Rank 0: the logged values as a metrics.csv row and stream scalars at every
-// log step, and once more at the end when the last batch was not a log step.
+// Rank 0: a metrics.csv row and stream scalars at every log step, holding the
+// mean of every value logged since the previous row (by training_step in
+// those batches, and by log_samples), and a last row at the end for what was
+// logged after the last one.
 #include "train/callback.hpp"
 #include "train/run_outputs.hpp"
 
@@ -9,19 +11,19 @@ namespace {
 
 class MetricsCallback final : public Callback {
  public:
-  void on_log_step(FitState& fit) override {
-    fit.out->scalars(fit.state.global_step, fit.state.epoch, fit.values);
-    last_row_step_ = fit.state.global_step;
-  }
+  void on_log_step(FitState& fit) override { write(fit); }
   void on_checkpoint_step(FitState& fit) override { fit.out->flush_metrics(); }
   void on_fit_end(FitState& fit) override {
-    if (last_row_step_ != fit.state.global_step && !fit.values.empty())
-      fit.out->scalars(fit.state.global_step, fit.state.epoch, fit.values);
+    if (!fit.interval.empty()) write(fit);
     fit.out->flush_metrics();
   }
 
  private:
-  int64_t last_row_step_ = -1;
+  static void write(FitState& fit) {
+    if (fit.interval.empty()) return;
+    fit.out->scalars(fit.state.global_step, fit.state.epoch, fit.interval.mean());
+    fit.interval.clear();
+  }
 };
 
 }  // namespace

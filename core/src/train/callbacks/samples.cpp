@@ -1,5 +1,6 @@
 // Rank 0: the plugin's log_samples (modules in eval mode, no grad) before any
-// training, every trainer.image_every_n_steps, and after the last batch.
+// training, every trainer.image_every_n_steps, and after the last batch; what
+// it logs with ctx.log joins the metrics row of that step.
 #include "train/callback.hpp"
 #include "train/run_outputs.hpp"
 
@@ -10,18 +11,26 @@ namespace {
 class SamplesCallback final : public Callback {
  public:
   void on_fit_start(FitState& fit) override {
-    if (fit.state.global_step == 0) fit.model.log_samples(fit.state);  // the grid before any training
+    if (fit.state.global_step == 0) log_samples(fit);  // the grid before any training
     last_image_step_ = fit.state.global_step;
   }
   void on_image_step(FitState& fit) override {
-    fit.model.log_samples(fit.state);
+    log_samples(fit);
     last_image_step_ = fit.state.global_step;
   }
   void on_fit_end(FitState& fit) override {
-    if (last_image_step_ != fit.state.global_step) fit.model.log_samples(fit.state);
+    if (last_image_step_ != fit.state.global_step) log_samples(fit);
   }
 
  private:
+  // What log_samples logs goes into the next metrics row (rank 0 alone runs
+  // it, so sync is not applied).
+  static void log_samples(FitState& fit) {
+    Values logged;
+    for (const auto& v : fit.model.log_samples(fit.state)) logged.emplace_back(v.name, v.value.item<double>());
+    fit.interval.add(logged);
+  }
+
   int64_t last_image_step_ = 0;
 };
 

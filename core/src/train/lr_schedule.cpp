@@ -1,0 +1,49 @@
+#include "train/lr_schedule.hpp"
+
+#include <cmath>
+
+#include "config/errors.hpp"
+
+namespace gantry {
+
+LrSchedule::LrSchedule(const OptimizerOptions& options, std::vector<double> base_lrs, int64_t total,
+                       const std::string& where)
+    : options_(options), base_(std::move(base_lrs)), total_(total) {
+  const bool needs_length = options_.scheduler == "cosine" || options_.scheduler == "linear";
+  if (needs_length && total_ <= 0)
+    throw ConfigError(where + ": scheduler " + options_.scheduler +
+                      " needs the run's length: set trainer.max_steps or trainer.max_epochs");
+  if (needs_length && total_ <= options_.warmup)
+    throw ConfigError(where + ": warmup " + std::to_string(options_.warmup) + " is not shorter than the run (" +
+                      std::to_string(total_) + " " + options_.interval + "s)");
+}
+
+double LrSchedule::lr(size_t group, int64_t t) const {
+  const double base = base_.at(group);
+  const int64_t w = options_.warmup;
+  const double warm = t < w ? double(t + 1) / double(w) : 1.0;
+  const int64_t u = std::max<int64_t>(0, t - w);
+  double main = base;
+  if (options_.scheduler == "step") {
+    main = base * std::pow(options_.gamma, double(u / options_.step_size));
+  } else if (options_.scheduler == "cosine" || options_.scheduler == "linear") {
+    const double frac = std::min(1.0, double(u) / double(total_ - w));
+    const double m = options_.min_lr;
+    main = options_.scheduler == "cosine" ? m + (base - m) * 0.5 * (1.0 + std::cos(M_PI * frac))
+                                          : base - (base - m) * frac;
+  }
+  return warm * main;
+}
+
+void LrSchedule::apply(torch::optim::Optimizer& optimizer, int64_t t) const {
+  auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size() && g < base_.size(); ++g) groups[g].options().set_lr(lr(g, t));
+}
+
+std::vector<double> group_lrs(torch::optim::Optimizer& optimizer) {
+  std::vector<double> out;
+  for (auto& g : optimizer.param_groups()) out.push_back(g.options().get_lr());
+  return out;
+}
+
+}  // namespace gantry

@@ -1,0 +1,173 @@
+// Around the optimizer step: gradient clipping (after the DDP average, before
+// the step) and learning-rate schedules (a function of the step, exact across
+// a resume, logged as lr-<name>), from `optimizers.<name>.*` in the config.
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "config/errors.hpp"
+#include "data/idx_dataset.hpp"
+#include "support.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/trainer.hpp"
+
+using namespace gantry;
+using gantry::test::TempDir;
+
+namespace {
+
+ExperimentConfig tiny_config(const std::vector<std::string>& overrides) {
+  std::vector<std::string> o = {"system.plugin=" + gantry::test::plugin_path("tiny"), "trainer.progress=none",
+                                "trainer.weight_layout=as_built"};
+  o.insert(o.end(), overrides.begin(), overrides.end());
+  return ExperimentConfig::load(gantry::test::source_path("tests/sdk_plugin/tiny.yaml"), o);
+}
+
+// The tiny plugin's parameters before and after `steps` SGD steps at lr 1.
+std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> one_run(const std::vector<std::string>& extra) {
+  std::vector<std::string> o = {"system.lr=1.0", "trainer.max_steps=1"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  Experiment exp = Experiment::build(tiny_config(o));
+  auto modules = exp.system->modules();
+  std::vector<torch::Tensor> before, after;
+  for (const auto& p : modules[0].module->parameters()) before.push_back(p.detach().clone());
+  TempDir dir;
+  static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+  Trainer(std::move(exp), dir.path().string()).fit(data);
+  for (const auto& p : modules[0].module->parameters()) after.push_back(p.detach().clone());
+  return {before, after};
+}
+
+double update_norm(const std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>>& r) {
+  double sq = 0;
+  for (size_t i = 0; i < r.first.size(); ++i) sq += (r.second[i] - r.first[i]).pow(2).sum().item<double>();
+  return std::sqrt(sq);
+}
+
+double update_max(const std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>>& r) {
+  double m = 0;
+  for (size_t i = 0; i < r.first.size(); ++i) m = std::max(m, (r.second[i] - r.first[i]).abs().max().item<double>());
+  return m;
+}
+
+std::string config_error(const std::vector<std::string>& overrides) {
+  try {
+    Experiment exp = Experiment::build(tiny_config(overrides));
+    TempDir dir;
+    Trainer trainer(std::move(exp), dir.path().string());
+    static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+    trainer.fit(data);  // some are known only with the data (the run's length)
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(LrSchedule, WarmupStepCosineAndLinearFollowTheirFormulas) {
+  OptimizerOptions o;
+  o.warmup = 4;
+  o.scheduler = "step";
+  o.step_size = 10;
+  o.gamma = 0.5;
+  const LrSchedule step(o, {0.2}, -1, "x");
+  EXPECT_DOUBLE_EQ(step.lr(0, 0), 0.05);  // warm-up: (t+1)/4 of the base
+  EXPECT_DOUBLE_EQ(step.lr(0, 3), 0.2);
+  EXPECT_DOUBLE_EQ(step.lr(0, 13), 0.2);  // 9 intervals after warm-up
+  EXPECT_DOUBLE_EQ(step.lr(0, 14), 0.1);
+  EXPECT_DOUBLE_EQ(step.lr(0, 34), 0.025);
+  o.scheduler = "cosine";
+  o.min_lr = 0.01;
+  const LrSchedule cosine(o, {0.2, 0.4}, 104, "x");
+  EXPECT_DOUBLE_EQ(cosine.lr(0, 4), 0.2);
+  EXPECT_NEAR(cosine.lr(0, 54), (0.2 + 0.01) / 2, 1e-15);  // half-way
+  EXPECT_NEAR(cosine.lr(1, 54), (0.4 + 0.01) / 2, 1e-15);  // each group from its own base
+  EXPECT_DOUBLE_EQ(cosine.lr(0, 104), 0.01);
+  EXPECT_DOUBLE_EQ(cosine.lr(0, 500), 0.01);  // past the end: min_lr
+  o.scheduler = "linear";
+  const LrSchedule linear(o, {0.2}, 104, "x");
+  EXPECT_NEAR(linear.lr(0, 29), 0.2 - 0.19 * 0.25, 1e-15);
+  // A length-bound schedule without a length is one error naming where.
+  o.scheduler = "cosine";
+  try {
+    LrSchedule(o, {0.1}, -1, "exp.yaml:7: optimizers.g");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("exp.yaml:7: optimizers.g: scheduler cosine needs the run's length"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Optim, ClippingBoundsTheStep) {
+  // SGD at lr 1: the update is the (clipped) gradient itself.
+  const double free = update_norm(one_run({}));
+  ASSERT_GT(free, 0.1);
+  const auto by_norm = one_run({"optimizers.sgd.gradient_clip_val=0.001"});
+  EXPECT_NEAR(update_norm(by_norm), 0.001, 1e-6);
+  // The trainer-wide default (Lightning's key) applies to every optimizer; by value.
+  const auto by_value = one_run({"trainer.gradient_clip_val=0.0001", "trainer.gradient_clip_algorithm=value"});
+  // Float32 parameters of magnitude < 0.04 (784 inputs): theta - (theta - 1e-4)
+  // is 1e-4 within an ulp of theta, 3.7e-9.
+  EXPECT_NEAR(update_max(by_value), 0.0001, 1e-8);
+  EXPECT_LT(update_norm(by_value), free);
+}
+
+TEST(Optim, OptimizerKeysAreChecked) {
+  EXPECT_NE(config_error({"optimizers.adam.scheduler=cosine"})
+                .find("optimizers.adam: plugin tiny has no optimizer 'adam'; configure_optimizers() returned: sgd"),
+            std::string::npos);
+  EXPECT_NE(config_error({"optimizers.sgd.shceduler=cosine"}).find("did you mean 'optimizers.sgd.scheduler'"),
+            std::string::npos);
+  EXPECT_NE(config_error({"optimizers.sgd.scheduler=cosin"})
+                .find("optimizers.sgd.scheduler must be one of none, step, cosine, linear, got 'cosin'"),
+            std::string::npos);
+  EXPECT_NE(config_error({"optimizers.scheduler=cosine"}).find("is not optimizers.<optimizer>.<key>"),
+            std::string::npos);
+  EXPECT_NE(config_error({"optimizers.sgd.scheduler=cosine", "trainer.max_steps=-1", "trainer.max_time=60"})
+                .find("scheduler cosine needs the run's length"),
+            std::string::npos);
+}
+
+TEST(Optim, AScheduledLrIsLoggedAndResumesBitIdentically) {
+  // The GAN's two Adams, each with a schedule: 10 steps straight vs 5 + a
+  // resume to 10 (the scheduled lr is a function of the step; the base lrs
+  // travel in the checkpoint).
+  TempDir straight, second;
+  const auto data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+  auto gan = [&](std::vector<std::string> extra) {
+    std::vector<std::string> o = {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.progress=none",
+                                  "trainer.image_every_n_steps=0", "data.batch_size=16",
+                                  "trainer.log_every_n_steps=1", "optimizers.g.scheduler=cosine",
+                                  "optimizers.g.warmup=3", "optimizers.d.scheduler=step",
+                                  "optimizers.d.step_size=4", "optimizers.d.gamma=0.5",
+                                  "optimizers.d.gradient_clip_val=0.5"};
+    o.insert(o.end(), extra.begin(), extra.end());
+    return Experiment::build(ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"), o));
+  };
+  // Both runs are 10 steps long (a cosine's shape depends on the length): the
+  // second resumes from the first's step-5 checkpoint, as after a preemption.
+  const FitResult a =
+      Trainer(gan({"trainer.max_steps=10", "checkpoint.every_n_steps=5"}), straight.path().string()).fit(data);
+  const std::string at5 = (straight.path() / "checkpoints/step_0000005.ckpt").string();
+  const FitResult c = Trainer(gan({"trainer.max_steps=10", "trainer.resume=" + at5}), second.path().string()).fit(data);
+  ASSERT_EQ(c.steps_run, 5);
+  EXPECT_TRUE(gantry::test::state_dict_of(at5).size() > 0);
+  const auto sa = gantry::test::state_dict_of(a.last_checkpoint);
+  const auto sc = gantry::test::state_dict_of(c.last_checkpoint);
+  ASSERT_EQ(sa.size(), sc.size());
+  for (const auto& e : sa)
+    EXPECT_TRUE(torch::equal(e.value().toTensor(), sc.at(e.key()).toTensor())) << e.key().toStringRef();
+  EXPECT_EQ(a.last_values, c.last_values);
+  // lr-d in the rows: the lr of each row's (single) batch, 2e-4 halved every 4 batches.
+  const auto rows = gantry::test::lines_of(gantry::test::read_text(straight.path() / "metrics.csv"));
+  ASSERT_EQ(rows.size(), 11u);
+  const auto header = gantry::test::split(rows[0], ',');
+  const auto col = std::find(header.begin(), header.end(), "lr-d") - header.begin();
+  ASSERT_LT(size_t(col), header.size()) << rows[0];
+  for (int step = 1; step <= 10; ++step) {
+    const double want = 2e-4 * std::pow(0.5, (step - 1) / 4);
+    EXPECT_NEAR(std::stod(gantry::test::split(rows[step], ',')[col]), want, want * 1e-6) << rows[step];
+  }
+}
