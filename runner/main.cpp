@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "train/checkpoint.hpp"
+#include "train/ema.hpp"
 #include "config/config.hpp"
 #include "config/dist_env.hpp"
 #include "config/errors.hpp"
@@ -155,9 +156,15 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
   const int threads = configure_threads(cfg.trainer.threads, dist.local_world_size);
   if (zero) print_banner(exp, threads);
   if (dist.world_size > 1) std::printf("%s\n", dist.describe().c_str());
-  const ImageDataset train = zero ? load_train_data(cfg) : load_idx_images(cfg.data.path, cfg.data.train_prefix);
-  std::optional<ImageDataset> val;
-  if (cfg.trainer.val_every_n_epochs > 0) val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
+  // The system's own data (SDK 1.1 train_dataset), or IDX files from data.path.
+  const bool own_data = exp.train_data != nullptr;
+  std::optional<ImageDataset> train, val;
+  if (own_data && zero)
+    std::printf("data: plugin %s's own, %ld samples%s\n", exp.plugin->manifest().name.c_str(),
+                long(exp.train_data->size()),
+                exp.val_data ? (", validation " + std::to_string(exp.val_data->size())).c_str() : "");
+  if (!own_data) train = zero ? load_train_data(cfg) : load_idx_images(cfg.data.path, cfg.data.train_prefix);
+  if (!own_data && cfg.trainer.val_every_n_epochs > 0) val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
 
   std::string run_dir;
   const fs::path experiment_dir = fs::path(cfg.trainer.out_dir) / cfg.name;
@@ -174,7 +181,7 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
 
   install_stop_signals();
   Trainer trainer(std::move(exp), run_dir, dist);
-  const FitResult r = trainer.fit(train, val ? &*val : nullptr);
+  const FitResult r = own_data ? trainer.fit() : trainer.fit(*train, val ? &*val : nullptr);
   fresh.keep();
   const bool preempted = r.stop_signal == SIGUSR1 || r.stop_signal == SIGUSR2;
   requeue_if_asked(r.stop_signal, zero);
@@ -221,25 +228,30 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
   Experiment exp = Experiment::build(cfg);
   print_banner(exp, configure_threads(cfg.trainer.threads));
   const DataSpec spec = exp.system->data_spec();
-  check_data_kind(spec, exp.plugin->manifest().name);
-  const ImageDataset train = load_train_data(cfg);
-  if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)
-    throw DataError(train.images_file + ": samples are " + join_shape(train.images) +
-                    ", plugin " + exp.plugin->manifest().name + " expects another shape");
-  if (cfg.trainer.val_every_n_epochs > 0) {
-    const ImageDataset val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
-    std::printf("validation data: %ld images from %s\n", long(val.size()), val.images_file.c_str());
+  int64_t samples = 0;
+  if (exp.train_data) {  // the system's own data (SDK 1.1): no files, no kind or shape to check
+    samples = exp.train_data->size();
+  } else {
+    check_data_kind(spec, exp.plugin->manifest().name);
+    const ImageDataset train = load_train_data(cfg);
+    if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)
+      throw DataError(train.images_file + ": samples are " + join_shape(train.images) + ", plugin " +
+                      exp.plugin->manifest().name + " expects another shape");
+    if (cfg.trainer.val_every_n_epochs > 0) {
+      const ImageDataset val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
+      std::printf("validation data: %ld images from %s\n", long(val.size()), val.images_file.c_str());
+    }
+    samples = train.size();
   }
   check_writable_dir(cfg.trainer.out_dir, cfg.where("trainer.out_dir") + ": trainer.out_dir");
   if (!cfg.trainer.resume.empty() && cfg.trainer.resume != "auto") {
     const CheckpointMeta meta = read_checkpoint_meta(cfg.trainer.resume);
     if (meta.plugin != exp.plugin->manifest().name)
-      throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" +
-                            meta.plugin + "', this config uses '" + exp.plugin->manifest().name +
-                            "'");
+      throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" + meta.plugin +
+                            "', this config uses '" + exp.plugin->manifest().name + "'");
   }
-  std::printf("%s: OK (plugin %s, %ld samples, batch %ld)\n", config_path.c_str(),
-              exp.plugin->manifest().summary().c_str(), long(train.size()),
+  std::printf("%s: OK (plugin %s, %ld samples%s, batch %ld)\n", config_path.c_str(),
+              exp.plugin->manifest().summary().c_str(), long(samples), exp.train_data ? " of its own data" : "",
               long(cfg.data.batch_size));
   return 0;
 }
@@ -262,15 +274,35 @@ int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out,
   const ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (config)");
   Experiment exp = Experiment::build(cfg);
   auto modules = exp.system->modules();
-  load_checkpoint(checkpoint, exp.plugin->manifest().name, modules, {}, false);
+  const TrainState saved = load_checkpoint(checkpoint, exp.plugin->manifest().name, modules, {}, false);
+  if (cfg.ema.decay > 0) {  // the run kept an EMA of its weights: sample with it, as its grids did
+    const size_t n_ema = load_ema_into(saved.extra, modules);
+    std::printf("sampling with the EMA weights (ema.decay %g, %zu tensors)\n", cfg.ema.decay, n_ema);
+  }
   for (auto& m : modules) m.module->eval();
   torch::manual_seed(static_cast<uint64_t>(seed));
   torch::NoGradGuard no_grad;
   const torch::Tensor input = exp.system->sample_input(n);
   const torch::Tensor images = exp.system->forward(input);
   const DataSpec spec = exp.system->data_spec();
-  check_data_kind(spec, exp.plugin->manifest().name);
-  write_file_atomic(out, encode_png(make_grid(images, 8, 2, spec.low, spec.high)));
+  if (!exp.train_data) check_data_kind(spec, exp.plugin->manifest().name);  // else: its own data
+  // A system whose samples are not images says how to draw them (SDK 1.1 render_samples).
+  torch::Tensor shown = images;
+  double low = spec.low, high = spec.high;
+  if (exp.plugin->manifest().abi_minor >= 1) {
+    const torch::Tensor rendered = exp.system->render_samples(images);
+    if (rendered.defined()) {
+      shown = rendered;
+      low = 0;
+      high = 1;
+    }
+  }
+  // Still not images (a classifier's logits): no grid; the tensors are the samples.
+  const bool grid = shown.dim() == 4;
+  if (!grid && tensor_out.empty())
+    throw Error("plugin " + exp.plugin->manifest().name + "'s samples are " + join_shape(images) +
+                ", not images [N, C, H, W]: no grid to draw; save them with --tensors FILE");
+  if (grid) write_file_atomic(out, encode_png(make_grid(shown, 8, 2, low, high)));
   if (!tensor_out.empty()) {  // {"input": ..., "output": ...}, readable by Python's torch.load
     c10::Dict<std::string, torch::Tensor> d;
     d.insert("input", input);
@@ -278,7 +310,8 @@ int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out,
     const auto bytes = torch::pickle_save(d);
     write_file_atomic(tensor_out, std::string(bytes.begin(), bytes.end()));
   }
-  std::printf("wrote %ld samples from %s to %s\n", long(n), checkpoint.c_str(), out.c_str());
+  std::printf("wrote %ld samples from %s to %s\n", long(n), checkpoint.c_str(),
+              grid ? (out + (tensor_out.empty() ? "" : " and " + tensor_out)).c_str() : tensor_out.c_str());
   return 0;
 }
 

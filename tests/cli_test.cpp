@@ -79,7 +79,7 @@ TEST(Cli, ValidateAcceptsTheDemo) {
 TEST(Cli, PluginsListsTheGan) {
   const auto r = run_gantry("plugins");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.1"), std::string::npos) << r.out;  // built with this SDK
 }
 
 TEST(Cli, TrainWritesRunDirectoryThenSampleReadsTheCheckpoint) {
@@ -259,4 +259,114 @@ TEST(Cli, AMetricsRowHoldsTheMeanOfEverythingLoggedSinceThePreviousRow) {
   EXPECT_EQ(cell(7, "step"), "60");
   EXPECT_EQ(cell(7, "sampled_at"), "60");
   EXPECT_EQ(cell(7, "batch_index"), "");
+}
+
+TEST(Cli, Sdk11PluginStateReductionsAndTheSplitStepResume) {
+  // The tiny plugin as an SDK 1.1 plugin: a plain-member counter saved by
+  // extra_state() and restored by load_extra_state(), values logged with
+  // Reduce::kLast / kMax, and ctx.backward + ctx.step instead of optimize.
+  TempDir dir;
+  const std::string args = "' system.log_steps=true system.split_step=true trainer.log_every_n_steps=10 ";
+  auto r = run_gantry("train '" + kTiny + args + "trainer.max_steps=20", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = run_gantry("train '" + kTiny + args + "trainer.max_steps=30 trainer.resume=auto", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto text = gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
+  // The training rows (the final grids' sampled_at values have rows of their own).
+  std::vector<std::string> rows;
+  for (const auto& row : gantry::test::lines_of(text))
+    if (row.find(",,,,,") == std::string::npos) rows.push_back(row);
+  ASSERT_EQ(rows.size(), 4u) << text;
+  const auto header = gantry::test::split(rows[0], ',');
+  auto cell = [&](size_t row, const std::string& column) {
+    const auto cells = gantry::test::split(rows[row], ',');
+    const size_t i = std::find(header.begin(), header.end(), column) - header.begin();
+    return i < cells.size() ? cells[i] : std::string("(none)");
+  };
+  EXPECT_EQ(cell(1, "steps_seen"), "10");  // kLast: the row's last batch, not the mean 5.5
+  EXPECT_EQ(cell(2, "steps_seen"), "20");
+  EXPECT_EQ(cell(3, "steps_seen"), "30") << "the counter did not come back from the checkpoint";
+  for (size_t k = 1; k <= 3; ++k) {
+    EXPECT_GE(std::stod(cell(k, "loss_max")), std::stod(cell(k, "loss"))) << rows[k];  // max >= mean
+    EXPECT_GT(std::stod(cell(k, "grad_norm")), 0) << rows[k];
+  }
+}
+
+TEST(Cli, ASystemsOwnDataTrainsWithNoFilesAndResumesExactly) {
+  // SDK 1.1 train_dataset(): a ring of 8 Gaussians made by the plugin; no
+  // data.path at all. Sharded, shuffled, validated, resumed mid-epoch (4096
+  // samples / 32 = 128 batches an epoch; the resume is at batch 20).
+  TempDir dir, again;
+  const std::string args = "' system.synthetic=true system.pixels=2 data.path=/nonexistent data.batch_size=32 "
+                           "trainer.log_every_n_steps=10 checkpoint.every_n_steps=20 ";
+  auto r = run_gantry("validate '" + kTiny + args, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("4096 samples of its own data"), std::string::npos) << r.out;
+  r = run_gantry("train '" + kTiny + args + "trainer.max_steps=-1 trainer.max_epochs=1 trainer.val_every_n_epochs=1",
+                 dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("data: plugin tiny's own, 4096 samples, validation 512"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("done at step 128 (epoch 1)"), std::string::npos) << r.out;
+  const auto rows = gantry::test::lines_of(gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv"));
+  ASSERT_GE(rows.size(), 3u);
+  const auto header = gantry::test::split(rows[0], ',');
+  auto cell = [&](const std::string& row, const std::string& column) {
+    const auto cells = gantry::test::split(row, ',');
+    const size_t i = std::find(header.begin(), header.end(), column) - header.begin();
+    return i < cells.size() ? cells[i] : std::string();
+  };
+  const double first = std::stod(cell(rows[1], "loss"));
+  std::string val;
+  for (const auto& row : rows) val = cell(row, "val_loss").empty() ? val : cell(row, "val_loss");
+  ASSERT_FALSE(val.empty()) << "no validation row";
+  EXPECT_LT(std::stod(val), first / 2) << "it did not learn the ring: loss " << first << " then val_loss " << val;
+  // Resumed from the step-20 checkpoint to step 60: the same weights as straight.
+  const auto ckpt = [](const std::filesystem::path& d, int step) {
+    char name[64];
+    std::snprintf(name, sizeof name, "runs/tiny/latest/checkpoints/step_%07d.ckpt", step);
+    return (d / name).string();
+  };
+  r = run_gantry("train '" + kTiny + args + "trainer.max_steps=60", again.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string at20 = ckpt(again.path(), 20);
+  TempDir third;
+  r = run_gantry("train '" + kTiny + args + "trainer.max_steps=60 trainer.resume=" + at20, third.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto a = gantry::test::state_dict_of(ckpt(again.path(), 60));
+  const auto b = gantry::test::state_dict_of(ckpt(third.path(), 60));
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& e : a)
+    EXPECT_TRUE(torch::equal(e.value().toTensor(), b.at(e.key()).toTensor())) << e.key().toStringRef();
+  EXPECT_NE(r.out.find("done at step 60"), std::string::npos) << r.out;
+}
+
+TEST(Cli, AStepThatDrawsFurtherBatchesCountsStepsNotBatchesAndResumesExactly) {
+  // ctx.next_batch() (SDK 1.1): 1 + 2 batches per step. 4096 / 32 = 128
+  // batches an epoch make 43 steps (the last one finds 1 batch and then none).
+  TempDir dir, again, third;
+  const std::string args = "' system.synthetic=true system.pixels=2 system.extra_batches=2 data.path=/nonexistent "
+                           "data.batch_size=32 trainer.log_every_n_steps=10 checkpoint.every_n_steps=10 ";
+  auto r = run_gantry("train '" + kTiny + args + "trainer.max_steps=-1 trainer.max_epochs=1", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done at step 43 (epoch 1): trainer.max_epochs=1 reached"), std::string::npos) << r.out;
+  const auto text = gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
+  const auto rows = gantry::test::lines_of(text);
+  const auto header = gantry::test::split(rows[0], ',');
+  const size_t col = std::find(header.begin(), header.end(), "batches") - header.begin();
+  ASSERT_LT(col, header.size()) << text;
+  double total = 0;
+  for (size_t k = 1; k < rows.size(); ++k) total += std::stod(gantry::test::split(rows[k], ',')[col]);
+  EXPECT_EQ(total, 128) << text;  // every batch of the epoch used once (Reduce::kSum per row)
+  // Resumed at step 10 (batch 30 of the epoch): the same weights at step 30.
+  r = run_gantry("train '" + kTiny + args + "trainer.max_steps=30", again.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_gantry("train '" + kTiny + args + "trainer.max_steps=30 trainer.resume=" +
+                     (again.path() / "runs/tiny/latest/checkpoints/step_0000010.ckpt").string(),
+                 third.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto a = gantry::test::state_dict_of((again.path() / "runs/tiny/latest/checkpoints/step_0000030.ckpt").string());
+  const auto b = gantry::test::state_dict_of((third.path() / "runs/tiny/latest/checkpoints/step_0000030.ckpt").string());
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& e : a)
+    EXPECT_TRUE(torch::equal(e.value().toTensor(), b.at(e.key()).toTensor())) << e.key().toStringRef();
 }

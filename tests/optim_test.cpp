@@ -171,3 +171,64 @@ TEST(Optim, AScheduledLrIsLoggedAndResumesBitIdentically) {
     EXPECT_NEAR(std::stod(gantry::test::split(rows[step], ',')[col]), want, want * 1e-6) << rows[step];
   }
 }
+
+namespace {
+
+c10::impl::GenericDict trainer_state_of(const std::string& ckpt) {
+  const auto bytes = gantry::test::read_text(ckpt);
+  return torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()))
+      .toGenericDict()
+      .at("trainer_state")
+      .toGenericDict();
+}
+
+}  // namespace
+
+TEST(Ema, TheShadowFollowsItsFormulaResumesExactlyAndDrawsTheSamples) {
+  // Tiny plugin, SGD at lr 1 (large moves), ema.decay 0.5; a checkpoint after every batch.
+  TempDir dir, resumed;
+  const std::vector<std::string> o = {"system.lr=1.0", "ema.decay=0.5", "checkpoint.every_n_steps=1",
+                                      "trainer.max_steps=4"};
+  Experiment exp = Experiment::build(tiny_config(o));
+  const auto module = exp.system->modules()[0].module;
+  const torch::Tensor w0 = module->named_parameters()["weight"].detach().clone();
+  static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+  Trainer(std::move(exp), dir.path().string()).fit(data);
+  auto ckpt = [&](const TempDir& d, int step) {
+    char name[64];
+    std::snprintf(name, sizeof name, "checkpoints/step_%07d.ckpt", step);
+    return (d.path() / name).string();
+  };
+  torch::Tensor shadow = w0;
+  for (int step = 1; step <= 4; ++step) {
+    const torch::Tensor w = gantry::test::state_dict_of(ckpt(dir, step)).at("model.weight").toTensor();
+    shadow = 0.5 * shadow + 0.5 * w;
+    const torch::Tensor saved = trainer_state_of(ckpt(dir, step)).at("ema.model.weight").toTensor();
+    // float32 lerp vs this float32 formula: a few ulps of values below 1.
+    EXPECT_LT((saved - shadow).abs().max().item<double>(), 1e-6) << "step " << step;
+    EXPECT_GT((saved - w).abs().max().item<double>(), 1e-3) << "the shadow is the weight itself at step " << step;
+  }
+  // Resumed from step 2: the same shadow at step 4, bit for bit.
+  std::vector<std::string> r = o;
+  r.push_back("trainer.resume=" + ckpt(dir, 2));
+  Trainer(Experiment::build(tiny_config(r)), resumed.path().string()).fit(data);
+  EXPECT_TRUE(torch::equal(trainer_state_of(ckpt(resumed, 4)).at("ema.model.weight").toTensor(),
+                           trainer_state_of(ckpt(dir, 4)).at("ema.model.weight").toTensor()));
+  // gantry sample uses the EMA weights: its outputs are the EMA linear map of its inputs.
+  const auto out = gantry::test::run_gantry("sample -c '" + ckpt(dir, 4) + "' -n 4 --tensors s.pt",
+                                            dir.path());
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_NE(out.out.find("sampling with the EMA weights (ema.decay 0.5, 2 tensors)"), std::string::npos) << out.out;
+  const auto bytes = gantry::test::read_text(dir.path() / "s.pt");
+  const auto d = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
+  const auto ts = trainer_state_of(ckpt(dir, 4));
+  const torch::Tensor want = torch::nn::functional::linear(
+      d.at("input").toTensor(), ts.at("ema.model.weight").toTensor(), ts.at("ema.model.bias").toTensor());
+  EXPECT_TRUE(torch::allclose(d.at("output").toTensor(), want, 1e-5, 1e-6));
+}
+
+TEST(Ema, AModuleNameTheSystemLacksIsOneError) {
+  EXPECT_NE(config_error({"ema.decay=0.9", "ema.modules=generator"})
+                .find("ema.modules names 'generator', which modules() does not return (it returns: model)"),
+            std::string::npos);
+}

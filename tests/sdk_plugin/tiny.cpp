@@ -3,7 +3,36 @@
 // installed SDK (CMakeLists.txt beside it) to prove find_package(gantry) works.
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include <gantry/gantry.hpp>
+
+#if GANTRY_ABI_VERSION_MINOR >= 1
+#include <ATen/CPUGeneratorImpl.h>
+
+// SDK 1.1: data the system brings itself, no files. A ring of 8 Gaussians
+// (radius 2, std 0.05), labelled by mode; sample i is drawn from a generator
+// seeded by i, so every rank and every resume sees the same sample.
+class Ring : public gantry::Dataset {
+ public:
+  Ring(int64_t n, uint64_t seed) : n_(n), seed_(seed) {}
+  int64_t size() const override { return n_; }
+  gantry::Batch get(int64_t i) const override {
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed_ + static_cast<uint64_t>(i));
+    const int64_t mode = i % 8;
+    const double a = 2 * M_PI * double(mode) / 8;
+    gantry::Batch b;
+    b.input = torch::tensor({2 * std::cos(a), 2 * std::sin(a)}, torch::kFloat32) +
+              0.05f * torch::randn({2}, gen, torch::kFloat32);
+    b.target = torch::tensor(mode, torch::kInt64);
+    return b;
+  }
+
+ private:
+  int64_t n_;
+  uint64_t seed_;
+};
+#endif
 
 class Tiny : public gantry::System {
  public:
@@ -13,6 +42,9 @@ class Tiny : public gantry::System {
         kind_(p.get("kind", "images")),
         hand_step_(p.get("hand_step", false)),
         log_steps_(p.get("log_steps", false)),
+        split_step_(p.get("split_step", false)),
+        synthetic_(p.get("synthetic", false)),
+        extra_batches_(p.get("extra_batches", int64_t{0})),
         model_(pixels_, 10) {
     if (p.get("fail", false)) throw std::runtime_error("asked to fail (system.fail=true)");
   }
@@ -31,6 +63,34 @@ class Tiny : public gantry::System {
       ctx.log("batch_index", double(ctx.global_step()));
       if (ctx.global_step() % 50 == 0) ctx.log("every_50", double(ctx.global_step()));
     }
+#if GANTRY_ABI_VERSION_MINOR >= 1
+    // SDK 1.1 (the frozen 1.0 build of this file has none of it).
+    ++steps_seen_;  // plain-member state, checkpointed through extra_state()
+    if (log_steps_) {
+      ctx.log("steps_seen", torch::scalar_tensor(double(steps_seen_)), gantry::Reduce::kLast, false);
+      ctx.log("loss_max", loss, gantry::Reduce::kMax, false);
+    }
+    if (extra_batches_ > 0) {  // system.extra_batches: more optimizer steps on fresh batches (n_critic)
+      ctx.optimize("sgd", loss);
+      int64_t used = 1;
+      for (int64_t k = 0; k < extra_batches_; ++k) {
+        const auto more = ctx.next_batch();
+        if (!more) break;
+        ctx.optimize("sgd", torch::cross_entropy_loss(forward(more->input), more->target));
+        ++used;
+      }
+      ctx.log("batches", torch::scalar_tensor(double(used)), gantry::Reduce::kSum, false);
+      return;
+    }
+    if (split_step_) {  // system.split_step: backward, look at the averaged gradients, step
+      ctx.backward("sgd", loss);
+      double sq = 0;
+      for (const auto& p : model_->parameters()) sq += p.grad().pow(2).sum().item<double>();
+      ctx.log("grad_norm", std::sqrt(sq));
+      ctx.step("sgd");
+      return;
+    }
+#endif
     if (!hand_step_) return ctx.optimize("sgd", loss);
     // system.hand_step: what a plugin author might write instead of
     // ctx.optimize; it skips DDP's gradient average (tests: the run must fail).
@@ -41,6 +101,26 @@ class Tiny : public gantry::System {
   void log_samples(gantry::StepContext& ctx) override {
     if (log_steps_) ctx.log("sampled_at", double(ctx.global_step()));
   }
+#if GANTRY_ABI_VERSION_MINOR >= 1
+  gantry::StateDict extra_state() override { return {{"steps_seen", torch::tensor(steps_seen_)}}; }
+  void load_extra_state(const gantry::StateDict& state) override {
+    for (const auto& [name, t] : state)
+      if (name == "steps_seen") steps_seen_ = t.item<int64_t>();
+  }
+#endif
+  void validation_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
+    ctx.log("val_loss", torch::cross_entropy_loss(forward(batch.input), batch.target));
+  }
+#if GANTRY_ABI_VERSION_MINOR >= 1
+  // system.synthetic: the ring above (with system.pixels=2), 4096 samples to
+  // train on and 512 others to validate on.
+  std::shared_ptr<gantry::Dataset> train_dataset() override {
+    return synthetic_ ? std::make_shared<Ring>(4096, 0) : nullptr;
+  }
+  std::shared_ptr<gantry::Dataset> val_dataset() override {
+    return synthetic_ ? std::make_shared<Ring>(512, 1u << 20) : nullptr;
+  }
+#endif
   gantry::DataSpec data_spec() const override {
     gantry::DataSpec spec;
     spec.kind = kind_;
@@ -53,6 +133,10 @@ class Tiny : public gantry::System {
   std::string kind_;  // system.kind: the data kind asked for (tests: one the runner lacks)
   bool hand_step_;
   bool log_steps_;
+  bool split_step_;
+  bool synthetic_;
+  int64_t extra_batches_;
+  int64_t steps_seen_ = 0;
   torch::nn::Linear model_;
   std::shared_ptr<torch::optim::SGD> optimizer_;
 };

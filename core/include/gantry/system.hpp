@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +38,8 @@ struct NamedOptimizer {
 struct Batch {
   torch::Tensor input;   ///< for "images": float [B, C, H, W] scaled to DataSpec's range
   torch::Tensor target;  ///< for "images": int64 [B] labels (undefined when the data has none)
+  // ---- ABI 1.1 (fields only ever appended, each trivially destructible) ----
+  uint32_t struct_size = sizeof(Batch);  ///< as the side that made it saw it
 };
 
 /// What data the system wants; the trainer checks the data against it before
@@ -46,6 +49,18 @@ struct DataSpec {
   std::vector<int64_t> shape;         ///< expected [C, H, W] of one sample; empty = any
   double low = -1.0;                  ///< pixel 0 maps to `low` ...
   double high = 1.0;                  ///< ... and pixel 255 to `high`
+  // ---- ABI 1.1 (fields only ever appended, each trivially destructible; the
+  // runner reads none of them from a plugin built before they existed) ----
+  uint32_t struct_size = sizeof(DataSpec);  ///< as the plugin saw it
+};
+
+/// How ctx.log reduces a value over the batches of one metrics row (ABI 1.1).
+enum class Reduce : uint32_t {
+  kMean = 0,  ///< the mean of every value logged in the interval (ctx.log's default)
+  kSum = 1,
+  kMax = 2,
+  kMin = 3,
+  kLast = 4,  ///< the value of the row's last batch that logged it
 };
 
 /// What the trainer gives a training step. Owned by the trainer; valid only
@@ -84,7 +99,67 @@ class StepContext {
   virtual int world_size() const = 0;
   /// The device the modules and batches live on.
   virtual torch::Device device() const = 0;
+
+  // ---- ABI 1.1: appended (the runner implements them; a plugin built
+  // against 1.1 may call them on any runner that loads it) ----
+
+  /// The first half of optimize(): backward into optimizer `optimizer`'s
+  /// parameters and the gradient average across ranks. Between this and
+  /// step() the gradients are final and may be read or changed (a gradient
+  /// penalty's statistics, a custom clip): the hook before the step.
+  virtual void backward(const std::string& optimizer, const torch::Tensor& loss) = 0;
+  /// The second half: the configured clipping (optimizers.<name>.gradient_clip_val),
+  /// the optimizer's step and zero_grad(set_to_none).
+  virtual void step(const std::string& optimizer) = 0;
+  /// Logs with a reduction over the batches of a metrics row (see Reduce).
+  virtual void log(const std::string& name, const torch::Tensor& value, Reduce reduce, bool sync) = 0;
+  /// log_image with the images' range given: `low` maps to black, `high` to white.
+  virtual void log_image(const std::string& tag, const torch::Tensor& images, double low, double high) = 0;
+  /// A further batch for this same step (WGAN-GP's n_critic critic steps on
+  /// fresh data), on the device; nothing when this rank's epoch has no more
+  /// (the step should then finish with what it has). global_step() still
+  /// counts training_step calls; an epoch has fewer of them.
+  virtual std::optional<Batch> next_batch() = 0;
+
+  /// Not virtual (built into the plugin): true on the batches that end a
+  /// multiple of `n` (global_step() + 1 divisible by n), i.e. the batches a
+  /// metrics row with log_every_n_steps = n is labelled by.
+  bool every_n_steps(int64_t n) const { return n > 0 && (global_step() + 1) % n == 0; }
 };
+
+/// Data a system brings itself (ABI 1.1; System::train_dataset): the runner
+/// shards it across ranks, shuffles it (seed + epoch), prepares batches on a
+/// worker thread and resumes mid-epoch, exactly as for IDX files. Called from
+/// that worker thread, never from two threads at once: a sample must be a
+/// function of its index alone (draw synthetic samples from a generator seeded
+/// by the index, not from the global one), so that every rank and every
+/// resumed run sees the same data.
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  /// Number of samples.
+  virtual int64_t size() const = 0;
+  /// Sample `index` (0 <= index < size()): `input` without a batch dimension,
+  /// `target` a 0-dim tensor, or undefined when the data has none.
+  virtual Batch get(int64_t index) const = 0;
+  /// The samples at `indices` as one batch (dimension 0 = indices.size()).
+  /// The default stacks get(); override it to read a batch at once.
+  virtual Batch get_batch(const std::vector<int64_t>& indices) const {
+    std::vector<torch::Tensor> inputs, targets;
+    for (const int64_t i : indices) {
+      Batch b = get(i);
+      inputs.push_back(b.input);
+      if (b.target.defined()) targets.push_back(b.target);
+    }
+    Batch out;
+    out.input = torch::stack(inputs);
+    if (targets.size() == indices.size() && !targets.empty()) out.target = torch::stack(targets);
+    return out;
+  }
+};
+
+/// Tensors by name: a plugin's own state besides modules and optimizers.
+using StateDict = std::vector<std::pair<std::string, torch::Tensor>>;
 
 /// A trainable system: models, optimizers and the training step. Built by the
 /// plugin's factory from `Params`; the trainer moves `modules()` to the device
@@ -117,6 +192,31 @@ class System {
   virtual void log_samples(StepContext& ctx) { (void)ctx; }
   /// The data this system trains on.
   virtual DataSpec data_spec() const { return {}; }
+
+  // ---- ABI 1.1: appended; the runner calls them only on plugins built
+  // with minor >= 1 (a 1.0 plugin's vtable ends above) ----
+
+  /// State outside modules() and optimizers (counters, a schedule of its
+  /// own, an EMA kept in plain members), saved in every checkpoint; names
+  /// are the plugin's. Called on rank 0 at each checkpoint (replicas agree).
+  virtual StateDict extra_state() { return {}; }
+  /// Restores what extra_state() returned, on resume (every rank; after the
+  /// modules and optimizers are restored). Absent names are absent.
+  virtual void load_extra_state(const StateDict& state) { (void)state; }
+  /// The system's own training data, or null for the runner's (data.path:
+  /// IDX files, DataSpec kind "images"). With its own data the runner reads
+  /// no files and does not check DataSpec's kind or shape.
+  virtual std::shared_ptr<Dataset> train_dataset() { return nullptr; }
+  /// Its own validation split (trainer.val_every_n_epochs), or null.
+  virtual std::shared_ptr<Dataset> val_dataset() { return nullptr; }
+  /// How samples are shown when forward() does not return images (`gantry
+  /// sample`): images [N, C, H, W] in [0, 1] (e.g. 2-D points drawn as a
+  /// scatter plot, N = 1), or an undefined tensor: forward()'s output is
+  /// images in the data's range already.
+  virtual torch::Tensor render_samples(const torch::Tensor& samples) {
+    (void)samples;
+    return {};
+  }
 };
 
 }  // namespace gantry

@@ -113,6 +113,8 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.gradient_clip_val", &E::trainer, &TrainerOptions::gradient_clip_val));
     f.push_back(
         option_field("trainer.gradient_clip_algorithm", &E::trainer, &TrainerOptions::gradient_clip_algorithm));
+    f.push_back(option_field("ema.decay", &E::ema, &EmaOptions::decay));
+    f.push_back(option_field("ema.modules", &E::ema, &EmaOptions::modules));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
     f.push_back(option_field("monitor.enabled", &E::monitor, &MonitorOptions::enabled));
@@ -436,6 +438,7 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
     check_opt(o.gamma > 0, "gamma", "> 0", std::to_string(o.gamma));
     check_opt(o.min_lr >= 0, "min_lr", ">= 0", std::to_string(o.min_lr));
   }
+  check(cfg.ema.decay >= 0 && cfg.ema.decay < 1, "ema.decay", "in [0, 1) (0: no EMA; typical: 0.999)");
   check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");
   check(cfg.checkpoint.keep_last >= 0, "checkpoint.keep_last", ">= 0 (0: keep all)");
   try {

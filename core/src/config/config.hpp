@@ -82,6 +82,14 @@ struct MonitorOptions {
   std::string token;               ///< empty: a random one per run
 };
 
+/// The `ema:` section: an exponential moving average of module weights,
+/// updated after every batch, checkpointed, and used for the sample grids and
+/// `gantry sample`.
+struct EmaOptions {
+  double decay = 0;     ///< 0: off; else shadow = decay * shadow + (1 - decay) * weight after each batch
+  std::string modules;  ///< comma-separated module names (modules() names); empty: every module
+};
+
 /// `optimizers.<name>.*`: what the trainer does around one optimizer's step
 /// (`<name>` as configure_optimizers() names it). trainer.gradient_clip_* are
 /// the defaults for every optimizer, as in Lightning.
@@ -110,6 +118,7 @@ struct GANTRY_CORE_EXPORT ExperimentConfig {
   CheckpointOptions checkpoint;
   SlurmOptions slurm;
   MonitorOptions monitor;
+  EmaOptions ema;
   std::map<std::string, OptimizerOptions> optimizers;  ///< by optimizer name; see optimizer()
 
   /// The options of optimizer `name`: its `optimizers.<name>` section over

@@ -4,15 +4,25 @@
 
 #include <cstring>
 
+#include "config/errors.hpp"
+
 namespace gantry {
 
-DataLoader::DataLoader(const ImageDataset& data, LoaderOptions options)
-    : data_(data), opt_(options) {
-  const int64_t n = data_.size();
+DataLoader::DataLoader(const ImageDataset& data, LoaderOptions options) : data_(&data), opt_(options) {
+  const int64_t n = size();
   const int64_t world = opt_.world_size;
   // DistributedSampler: pad to a multiple of the world size (or drop the rest).
   per_rank_ = opt_.drop_last && n % world ? n / world : (n + world - 1) / world;
 }
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> data, LoaderOptions options)
+    : own_(std::move(data)), opt_(options) {
+  const int64_t n = size();
+  const int64_t world = opt_.world_size;
+  per_rank_ = opt_.drop_last && n % world ? n / world : (n + world - 1) / world;
+}
+
+int64_t DataLoader::size() const { return data_ ? data_->size() : own_->size(); }
 
 DataLoader::~DataLoader() { stop_worker(); }
 
@@ -22,7 +32,7 @@ int64_t DataLoader::batches_per_epoch() const {
 }
 
 torch::Tensor DataLoader::indices(int64_t epoch) const {
-  const int64_t n = data_.size();
+  const int64_t n = size();
   torch::Tensor order;
   if (opt_.shuffle) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(opt_.seed + static_cast<uint64_t>(epoch));
@@ -60,7 +70,16 @@ void DataLoader::stop_worker() {
 Batch DataLoader::make_batch(const int64_t* idx, int64_t n) const {
   // A plain gather + scale loop: no ATen parallel region on this thread, so it
   // never competes with the training thread's intra-op pool.
-  const auto& images = data_.images;
+  if (own_) {
+    Batch b = own_->get_batch(std::vector<int64_t>(idx, idx + n));
+    if (!b.input.defined() || b.input.dim() < 1 || b.input.size(0) != n)
+      throw DataError("the system's dataset returned a batch of " +
+                      (b.input.defined() && b.input.dim() > 0 ? std::to_string(b.input.size(0)) : std::string("no")) +
+                      " samples for " + std::to_string(n) + " indices");
+    b.struct_size = sizeof(Batch);
+    return b;
+  }
+  const auto& images = data_->images;
   const int64_t sample = images.numel() / images.size(0);
   std::vector<int64_t> shape = images.sizes().vec();
   shape[0] = n;
@@ -75,9 +94,9 @@ Batch DataLoader::make_batch(const int64_t* idx, int64_t n) const {
     float* d = dst + i * sample;
     for (int64_t j = 0; j < sample; ++j) d[j] = static_cast<float>(s[j]) * scale + offset;
   }
-  if (data_.labels.defined()) {
+  if (data_->labels.defined()) {
     b.target = torch::empty({n}, torch::kInt64);
-    const int64_t* l = data_.labels.data_ptr<int64_t>();
+    const int64_t* l = data_->labels.data_ptr<int64_t>();
     int64_t* t = b.target.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) t[i] = l[idx[i]];
   }

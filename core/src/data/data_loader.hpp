@@ -30,6 +30,9 @@ struct LoaderOptions {
 class GANTRY_CORE_EXPORT DataLoader {
  public:
   DataLoader(const ImageDataset& data, LoaderOptions options);
+  /// Over a system's own Dataset (SDK 1.1): the same sharding, shuffling,
+  /// prefetching and mid-epoch resume; batches are its get_batch().
+  DataLoader(std::shared_ptr<const Dataset> data, LoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -51,7 +54,10 @@ class GANTRY_CORE_EXPORT DataLoader {
   void work(torch::Tensor order, int64_t first, int64_t last);
   Batch make_batch(const int64_t* idx, int64_t n) const;
 
-  const ImageDataset& data_;
+  int64_t size() const;
+
+  const ImageDataset* data_ = nullptr;      // IDX images, or
+  std::shared_ptr<const Dataset> own_;      // the system's own data
   LoaderOptions opt_;
   int64_t per_rank_ = 0;
 

@@ -7,9 +7,9 @@
 // Points, in loop order:
 //   on_fit_start        before the first batch (after a resume: the next one)
 //   on_batch_start      before every batch's training_step
+//   on_batch_end        after every batch (values read, stop agreed)
 //   on_image_step       after a batch whose global_step % image_every_n_steps == 0
 //   on_log_step         after a batch whose global_step % log_every_n_steps == 0
-//   on_batch_end        after every batch (values read, stop agreed)
 //   on_checkpoint_step  after a batch whose step % checkpoint.every_n_steps == 0
 //   on_epoch_end        after an epoch's last batch, before epoch is incremented
 //   on_train_end        after the last batch, before the end's collectives
@@ -18,6 +18,7 @@
 // Buffers (BatchNorm stats) are rank 0's at every point that reads them.
 #pragma once
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <string>
@@ -31,43 +32,51 @@
 
 namespace gantry {
 
+class EmaWeights;
 class RunOutputs;
 
 using Values = std::vector<std::pair<std::string, double>>;
 
-/// The values logged since the last metrics row, reduced: each name's mean
-/// over the batches (and hooks) that logged it, in first-logged order.
+/// The values logged since the last metrics row, reduced per name (Reduce:
+/// the mean unless the plugin asked otherwise), in first-logged order.
 class MetricInterval {
  public:
-  void add(const Values& values) {
-    for (const auto& [name, x] : values) {
-      size_t i = 0;
-      while (i < names_.size() && names_[i] != name) ++i;
-      if (i == names_.size()) {
-        names_.push_back(name);
-        sums_.push_back(0);
-        counts_.push_back(0);
+  void add(const std::string& name, double x, Reduce reduce = Reduce::kMean) {
+    size_t i = 0;
+    while (i < acc_.size() && acc_[i].name != name) ++i;
+    if (i == acc_.size()) {
+      acc_.push_back({name, reduce, x, 0});
+    } else {
+      Acc& a = acc_[i];
+      switch (a.reduce) {
+        case Reduce::kMean:
+        case Reduce::kSum: a.value += x; break;
+        case Reduce::kMax: a.value = std::max(a.value, x); break;
+        case Reduce::kMin: a.value = std::min(a.value, x); break;
+        case Reduce::kLast: a.value = x; break;
       }
-      sums_[i] += x;
-      ++counts_[i];
     }
+    ++acc_[i].count;
   }
-  Values mean() const {
+  void add(const Values& values) {
+    for (const auto& [name, x] : values) add(name, x);
+  }
+  Values reduced() const {
     Values out;
-    for (size_t i = 0; i < names_.size(); ++i) out.emplace_back(names_[i], sums_[i] / double(counts_[i]));
+    for (const auto& a : acc_) out.emplace_back(a.name, a.reduce == Reduce::kMean ? a.value / double(a.count) : a.value);
     return out;
   }
-  bool empty() const { return names_.empty(); }
-  void clear() {
-    names_.clear();
-    sums_.clear();
-    counts_.clear();
-  }
+  bool empty() const { return acc_.empty(); }
+  void clear() { acc_.clear(); }
 
  private:
-  std::vector<std::string> names_;
-  std::vector<double> sums_;
-  std::vector<int64_t> counts_;
+  struct Acc {
+    std::string name;
+    Reduce reduce;  // the first log's
+    double value;
+    int64_t count;
+  };
+  std::vector<Acc> acc_;
 };
 
 /// What the loop shares with its callbacks.
@@ -85,6 +94,7 @@ struct FitState {
   int64_t batch_size = 0;     ///< per rank
   Values values;              ///< the last batch's logged values (averaged where logged with sync)
   MetricInterval interval;    ///< everything logged since the last metrics row (batches, log_samples)
+  EmaWeights* ema = nullptr;  ///< the weights' EMA when ema.decay > 0 (samples are drawn with it)
   std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
 
   const ExperimentConfig& cfg() const { return model.cfg(); }
@@ -119,6 +129,8 @@ class Callbacks {
 };
 
 // The built-in callbacks (each in its own file under train/callbacks/).
+/// Every rank, ema.decay > 0: the EMA of the weights after every batch, checkpointed.
+std::unique_ptr<Callback> ema_callback(FitState& fit);
 /// Every rank: optimizers.<name>.scheduler sets the lrs before each batch; rank 0 logs lr-<name>.
 std::unique_ptr<Callback> lr_scheduler_callback(FitState& fit);
 /// Every rank: its status at every log step -> ranks.csv + stream (rank 0).
@@ -129,8 +141,8 @@ std::unique_ptr<Callback> metrics_callback();
 std::unique_ptr<Callback> samples_callback();
 /// Rank 0: the progress bar or lines.
 std::unique_ptr<Callback> progress_callback();
-/// Every rank: validation over its shard of `val` every trainer.val_every_n_epochs.
-std::unique_ptr<Callback> validation_callback(const ImageDataset& val, const LoaderOptions& options);
+/// Every rank: validation over its shard of the validation split every trainer.val_every_n_epochs.
+std::unique_ptr<Callback> validation_callback(std::unique_ptr<DataLoader> val);
 /// Every rank (the RNG states are gathered): a checkpoint every
 /// checkpoint.every_n_steps and at the end; rank 0 writes it.
 std::unique_ptr<Callback> checkpoint_callback();

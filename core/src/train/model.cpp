@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstddef>
 
 #include "train/fused_adam.hpp"
 #include "train/weight_layout.hpp"
@@ -20,14 +21,25 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
   build_modules();
   build_optimizers();
   spec_ = call("data_spec", 0, [&] { return exp_.system->data_spec(); });
-  check_data_kind(spec_, plugin_name());
+  // A 1.0 plugin built its DataSpec without the fields appended in 1.1: what
+  // the runner's larger struct holds there is not the plugin's.
+  if (abi_minor() < 1) spec_.struct_size = static_cast<uint32_t>(offsetof(DataSpec, struct_size));
+  if (!exp_.train_data) check_data_kind(spec_, plugin_name());  // else the plugin brings its own
   ctx_ = std::make_unique<StepContextImpl>(
       slots_, accel_.device(), accel_.dist().rank, accel_.dist().world_size,
-      [this](const std::string& tag, const torch::Tensor& images) {
-        if (image_sink_) image_sink_(tag, ctx_->global_step(), images);
+      [this](const std::string& tag, const torch::Tensor& images, double low, double high) {
+        if (image_sink_) image_sink_(tag, ctx_->global_step(), images, low, high);
       });
-  if (!cfg().trainer.resume.empty())
+  if (!cfg().trainer.resume.empty()) {
     resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank);
+    if (abi_minor() >= 1) {  // a 1.0 plugin's vtable has no load_extra_state
+      StateDict state;
+      const std::string prefix = kPluginStatePrefix;
+      for (const auto& [key, t] : resumed_.extra)
+        if (key.rfind(prefix, 0) == 0) state.emplace_back(key.substr(prefix.size()), t);
+      call("load_extra_state", resumed_.global_step, [&] { exp_.system->load_extra_state(state); });
+    }
+  }
   // Every replica starts from rank 0's parameters and buffers.
   std::vector<torch::Tensor> all = parameters();
   for (auto& b : buffers()) all.push_back(b);
@@ -97,6 +109,18 @@ void Model::build_optimizers() {
                 d.num_nodes == 1 ? "" : "s", accel_.grad_transport_name(*slots_.front().sync).c_str());
 }
 
+std::map<std::string, torch::Tensor> Model::plugin_state() {
+  std::map<std::string, torch::Tensor> out;
+  if (abi_minor() < 1) return out;
+  const StateDict state = call("extra_state", 0, [&] { return exp_.system->extra_state(); });
+  for (const auto& [name, t] : state) {
+    if (!t.defined())
+      throw PluginError("plugin " + plugin_name() + ": extra_state() returned an undefined tensor '" + name + "'");
+    out[kPluginStatePrefix + name] = t.detach().cpu().clone();
+  }
+  return out;
+}
+
 std::vector<torch::Tensor> Model::parameters() const {
   std::vector<torch::Tensor> out;
   for (const auto& m : modules_)
@@ -115,9 +139,17 @@ void Model::set_train(bool train) {
   for (auto& m : modules_) train ? m.module->train() : m.module->eval();
 }
 
-const std::vector<LoggedValue>& Model::training_step(const Batch& batch, const TrainState& state) {
+const std::vector<LoggedValue>& Model::training_step(const Batch& batch, const TrainState& state,
+                                                     std::function<std::optional<Batch>()> more) {
   ctx_->begin(state.global_step, state.epoch);
-  call("training_step", state.global_step, [&] { exp_.system->training_step(batch, *ctx_); });
+  ctx_->set_batch_source(std::move(more));
+  try {
+    call("training_step", state.global_step, [&] { exp_.system->training_step(batch, *ctx_); });
+  } catch (...) {
+    ctx_->set_batch_source(nullptr);
+    throw;
+  }
+  ctx_->set_batch_source(nullptr);
   return ctx_->values();
 }
 

@@ -22,7 +22,8 @@ namespace gantry {
 class Model {
  public:
   /// Where ctx.log_image goes (set by whoever writes images: rank 0's outputs).
-  using ImageSink = std::function<void(const std::string& tag, int64_t step, const torch::Tensor& images)>;
+  using ImageSink =
+      std::function<void(const std::string& tag, int64_t step, const torch::Tensor& images, double low, double high)>;
 
   Model(Experiment exp, Accelerator& accel);
 
@@ -40,6 +41,13 @@ class Model {
 
   void set_image_sink(ImageSink sink) { image_sink_ = std::move(sink); }
 
+  /// The plugin's ABI minor: hooks appended later are called only when it has them.
+  uint32_t abi_minor() const { return exp_.plugin->manifest().abi_minor; }
+  /// The plugin's extra_state() (ABI >= 1.1; empty for a 1.0 plugin), and the
+  /// trainer_state keys it is saved under ("plugin.<name>").
+  std::map<std::string, torch::Tensor> plugin_state();
+  static constexpr const char* kPluginStatePrefix = "plugin.";
+
   /// Every module in eval mode and no grad while it lives (then train mode again).
   class EvalScope {
    public:
@@ -55,7 +63,9 @@ class Model {
 
   /// The plugin's hooks, each with the step context begun at `state`; each
   /// returns the values the hook logged. validation_step: inside an EvalScope.
-  const std::vector<LoggedValue>& training_step(const Batch& batch, const TrainState& state);
+  /// `more`: what ctx.next_batch() draws from during this step.
+  const std::vector<LoggedValue>& training_step(const Batch& batch, const TrainState& state,
+                                                std::function<std::optional<Batch>()> more = nullptr);
   const std::vector<LoggedValue>& validation_step(const Batch& batch, const TrainState& state);
   /// log_samples in its own EvalScope.
   const std::vector<LoggedValue>& log_samples(const TrainState& state);

@@ -50,8 +50,12 @@ void RunOutputs::scalars(int64_t step, int64_t epoch, const Values& values) {
   stream_.scalars(step, unix_time(), values);
 }
 
-void RunOutputs::image(const std::string& tag, int64_t step, const torch::Tensor& images) {
-  const Image8 grid = make_grid(images, 8, 2, model_.spec().low, model_.spec().high);
+void RunOutputs::image(const std::string& tag, int64_t step, const torch::Tensor& images, double low, double high) {
+  if (low > high) {
+    low = model_.spec().low;
+    high = model_.spec().high;
+  }
+  const Image8 grid = make_grid(images, 8, 2, low, high);
   char name[64];
   std::snprintf(name, sizeof name, "_%07ld.png", long(step));
   const std::string png = encode_png(grid);

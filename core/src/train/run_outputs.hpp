@@ -23,8 +23,9 @@ class RunOutputs {
 
   /// One metrics.csv row + stream scalars.
   void scalars(int64_t step, int64_t epoch, const Values& values);
-  /// images [N, C, H, W] in the data's range -> images/<tag>_<step>.png + stream.
-  void image(const std::string& tag, int64_t step, const torch::Tensor& images);
+  /// images [N, C, H, W] in [low, high] (low > high: the data's range) ->
+  /// images/<tag>_<step>.png + stream.
+  void image(const std::string& tag, int64_t step, const torch::Tensor& images, double low, double high);
   void event(const std::string& kind, int64_t step, const std::string& text);
   /// metrics.csv to the OS.
   void flush_metrics() { metrics_.flush(); }

@@ -1,70 +1,102 @@
 #include "train/step_context.hpp"
 
+#include <cmath>
+
 #include "config/errors.hpp"
 #include "runtime/runtime.hpp"
 
 namespace gantry {
 
-void StepContextImpl::optimize(const std::string& name, const torch::Tensor& loss) {
-  OptimizerSlot* slot = nullptr;
+OptimizerSlot& StepContextImpl::slot(const std::string& name, const char* call) {
   for (auto& s : slots_)
-    if (s.name == name) slot = &s;
-  if (!slot) {
-    std::string names;
-    for (const auto& s : slots_) names += (names.empty() ? "" : ", ") + s.name;
-    throw std::invalid_argument("ctx.optimize(\"" + name + "\"): no optimizer named '" + name +
-                                "'; configure_optimizers() returned: " + names);
-  }
-  TORCH_CHECK(loss.defined() && loss.numel() == 1,
-              "ctx.optimize(\"", name, "\") needs a scalar loss, got shape ",
+    if (s.name == name) return s;
+  std::string names;
+  for (const auto& s : slots_) names += (names.empty() ? "" : ", ") + s.name;
+  throw std::invalid_argument(std::string(call) + "(\"" + name + "\"): no optimizer named '" + name +
+                              "'; configure_optimizers() returned: " + names);
+}
+
+void StepContextImpl::optimize(const std::string& name, const torch::Tensor& loss) {
+  OptimizerSlot& s = slot(name, "ctx.optimize");
+  backward(s, loss, "ctx.optimize");
+  if (!s.in_backward) step(s);  // in_backward: each parameter was stepped as backward reached it
+}
+
+void StepContextImpl::backward(const std::string& name, const torch::Tensor& loss) {
+  OptimizerSlot& s = slot(name, "ctx.backward");
+  // Stepping inside backward would leave nothing for step() and the plugin to see.
+  if (s.in_backward) s.in_backward.reset();
+  backward(s, loss, "ctx.backward");
+}
+
+void StepContextImpl::step(const std::string& name) { step(slot(name, "ctx.step")); }
+
+void StepContextImpl::backward(OptimizerSlot& slot, const torch::Tensor& loss, const char* call) {
+  const std::string& name = slot.name;
+  TORCH_CHECK(loss.defined() && loss.numel() == 1, call, "(\"", name, "\") needs a scalar loss, got shape ",
               loss.defined() ? loss.sizes() : at::IntArrayRef{});
-  TORCH_CHECK(loss.requires_grad(), "ctx.optimize(\"", name,
+  TORCH_CHECK(loss.requires_grad(), call, "(\"", name,
               "\"): the loss does not require grad (computed under no_grad, or detached?)");
   // Backward into this optimizer's parameters only: autograd skips the weight
   // gradients of every other module (what Lightning's toggle_optimizer is for,
   // without having to call it before the forward).
-  if (slot->in_backward) {  // each parameter is stepped as backward reaches it
-    slot->in_backward->backward_and_step(loss);
+  if (slot.in_backward) {
+    slot.in_backward->backward_and_step(loss);
     return;
   }
-  if (slot->sync) {
-    slot->sync->prepare();  // its hooks all-reduce these gradients during backward
+  if (slot.sync) {
+    slot.sync->prepare();  // its hooks all-reduce these gradients during backward
     try {
-      loss.backward({}, c10::nullopt, false, slot->params);
-      slot->sync->finish();  // the shared-memory exchange; Gloo's ran during backward
+      loss.backward({}, c10::nullopt, false, slot.params);
+      slot.sync->finish();  // the shared-memory exchange; Gloo's ran during backward
     } catch (const std::exception& e) {
-      const std::string silent = slot->sync->silent_ranks();
-      throw Error("rank " + std::to_string(rank_) + ": ctx.optimize(\"" + name + "\") at step " +
+      const std::string silent = slot.sync->silent_ranks();
+      throw Error("rank " + std::to_string(rank_) + ": " + call + "(\"" + name + "\") at step " +
                   std::to_string(step_) + ": backward or its gradient all-reduce failed (" +
                   (silent.empty() ? "if another rank died or hung, its output says why" : silent) +
                   "): " + error_text(e));
     }
   } else {
-    loss.backward({}, c10::nullopt, false, slot->params);
+    loss.backward({}, c10::nullopt, false, slot.params);
   }
-  if (slot->clip > 0) {  // averaged gradients, before the step (Lightning's gradient_clip_val)
-    if (slot->clip_by_norm)
-      torch::nn::utils::clip_grad_norm_(slot->params, slot->clip);
+}
+
+void StepContextImpl::step(OptimizerSlot& slot) {
+  if (slot.clip > 0) {  // averaged gradients, before the step (Lightning's gradient_clip_val)
+    if (slot.clip_by_norm)
+      torch::nn::utils::clip_grad_norm_(slot.params, slot.clip);
     else
-      torch::nn::utils::clip_grad_value_(slot->params, slot->clip);
+      torch::nn::utils::clip_grad_value_(slot.params, slot.clip);
   }
-  if (slot->fused)
-    fused_adam_step(*slot->optimizer);
+  if (slot.fused)
+    fused_adam_step(*slot.optimizer);
   else
-    slot->optimizer->step();
-  for (auto& p : slot->params) p.mutable_grad().reset();  // zero_grad(set_to_none=True)
+    slot.optimizer->step();
+  for (auto& p : slot.params) p.mutable_grad().reset();  // zero_grad(set_to_none=True)
 }
 
 void StepContextImpl::log(const std::string& name, const torch::Tensor& value, bool sync) {
-  TORCH_CHECK(value.numel() == 1, "ctx.log(\"", name, "\") needs a scalar, got shape ",
-              value.sizes());
+  log(name, value, Reduce::kMean, sync);
+}
+
+void StepContextImpl::log(const std::string& name, const torch::Tensor& value, Reduce reduce, bool sync) {
+  TORCH_CHECK(value.numel() == 1, "ctx.log(\"", name, "\") needs a scalar, got shape ", value.sizes());
+  TORCH_CHECK(uint32_t(reduce) <= uint32_t(Reduce::kLast), "ctx.log(\"", name, "\"): unknown reduction ",
+              uint32_t(reduce));
   for (auto& v : values_)
     if (v.name == name) {
       v.value = value.detach();
       v.sync = sync;
+      v.reduce = reduce;
       return;
     }
-  values_.push_back({name, value.detach(), sync});
+  values_.push_back({name, value.detach(), sync, reduce});
+}
+
+void StepContextImpl::log_image(const std::string& tag, const torch::Tensor& images, double low, double high) {
+  TORCH_CHECK(std::isfinite(low) && std::isfinite(high) && low < high, "ctx.log_image(\"", tag,
+              "\"): the range must be finite with low < high, got [", low, ", ", high, "]");
+  image_sink_(tag, images, low, high);
 }
 
 void StepContextImpl::log(const std::string& name, double value, bool sync) {

@@ -33,13 +33,15 @@ struct LoggedValue {
   std::string name;
   torch::Tensor value;
   bool sync;
+  Reduce reduce = Reduce::kMean;
 };
 
 /// The StepContext of every training_step; the trainer calls begin() before each.
 class StepContextImpl final : public StepContext {
  public:
-  /// Where ctx.log_image goes (the trainer writes the grid and streams it).
-  using ImageSink = std::function<void(const std::string&, const torch::Tensor&)>;
+  /// Where ctx.log_image goes (the trainer writes the grid and streams it);
+  /// low > high: the data's range (DataSpec).
+  using ImageSink = std::function<void(const std::string&, const torch::Tensor&, double low, double high)>;
 
   StepContextImpl(std::vector<OptimizerSlot>& slots, torch::Device device, int rank, int world,
                   ImageSink sink)
@@ -57,10 +59,20 @@ class StepContextImpl final : public StepContext {
   void optimize(const std::string& name, const torch::Tensor& loss) override;
   void log(const std::string& name, const torch::Tensor& value, bool sync) override;
   void log(const std::string& name, double value, bool sync) override;
+  void log(const std::string& name, const torch::Tensor& value, Reduce reduce, bool sync) override;
 
-  void log_image(const std::string& tag, const torch::Tensor& images) override {
-    image_sink_(tag, images);
+  void log_image(const std::string& tag, const torch::Tensor& images) override { image_sink_(tag, images, 1, 0); }
+  void log_image(const std::string& tag, const torch::Tensor& images, double low, double high) override;
+
+  /// optimize() in two halves (ABI 1.1): backward + average, then clip + step.
+  void backward(const std::string& name, const torch::Tensor& loss) override;
+  void step(const std::string& name) override;
+  std::optional<Batch> next_batch() override {
+    TORCH_CHECK(batch_source_, "ctx.next_batch() is for training_step (no batches to draw here)");
+    return batch_source_();
   }
+  /// What next_batch() draws from (the loop's loader); null outside training_step.
+  void set_batch_source(std::function<std::optional<Batch>()> source) { batch_source_ = std::move(source); }
 
   int64_t global_step() const override { return step_; }
   int64_t epoch() const override { return epoch_; }
@@ -69,10 +81,15 @@ class StepContextImpl final : public StepContext {
   torch::Device device() const override { return device_; }
 
  private:
+  OptimizerSlot& slot(const std::string& name, const char* call);
+  void backward(OptimizerSlot& slot, const torch::Tensor& loss, const char* call);
+  void step(OptimizerSlot& slot);
+
   std::vector<OptimizerSlot>& slots_;
   torch::Device device_;
   int rank_, world_;
   ImageSink image_sink_;
+  std::function<std::optional<Batch>()> batch_source_;
   int64_t step_ = 0, epoch_ = 0;
   std::vector<LoggedValue> values_;
 };

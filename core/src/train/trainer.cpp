@@ -38,6 +38,20 @@ Experiment Experiment::build(const ExperimentConfig& config) {
   SystemParams params(e.config);
   e.system = e.plugin->create(params);
   params.check_all_used(e.plugin->manifest().name);
+  if (e.plugin->manifest().abi_minor >= 1) {  // a 1.0 plugin's System has no dataset hooks
+    const std::string& name = e.plugin->manifest().name;
+    try {
+      e.train_data = e.system->train_dataset();
+      e.val_data = e.system->val_dataset();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& ex) {
+      throw PluginError("plugin " + name + ": train_dataset()/val_dataset() failed: " + error_text(ex));
+    }
+    if (e.train_data && e.train_data->size() <= 0)
+      throw PluginError("plugin " + name + ": train_dataset() has " + std::to_string(e.train_data->size()) +
+                        " samples");
+  }
   return e;
 }
 
@@ -101,39 +115,62 @@ struct Trainer::Impl {
     return "";
   }
 
+  LoaderOptions val_options(LoaderOptions lo) const {
+    lo.shuffle = false;
+    lo.drop_last = false;
+    return lo;
+  }
+
   FitResult fit(const ImageDataset& train, const ImageDataset* val) {
-    const auto& t = cfg().trainer;
     check_data(train);
     if (val) check_data(*val);
     const LoaderOptions lo = loader_options();
     DataLoader loader(train, lo);
+    std::unique_ptr<DataLoader> val_loader;
+    if (val && cfg().trainer.val_every_n_epochs > 0) val_loader = std::make_unique<DataLoader>(*val, val_options(lo));
+    return fit(loader, std::move(val_loader), train.images_file, train.size());
+  }
+
+  // On the system's own data (SDK 1.1 train_dataset / val_dataset).
+  FitResult fit_own() {
+    const Experiment& e = model->experiment();
+    if (!e.train_data)
+      throw PluginError("plugin " + model->plugin_name() + " has no train_dataset(): give the trainer data");
+    const LoaderOptions lo = loader_options();
+    DataLoader loader(std::shared_ptr<const Dataset>(e.train_data), lo);
+    std::unique_ptr<DataLoader> val_loader;
+    if (e.val_data && cfg().trainer.val_every_n_epochs > 0)
+      val_loader = std::make_unique<DataLoader>(std::shared_ptr<const Dataset>(e.val_data), val_options(lo));
+    return fit(loader, std::move(val_loader), "plugin " + model->plugin_name() + "'s train_dataset()",
+               e.train_data->size());
+  }
+
+  FitResult fit(DataLoader& loader, std::unique_ptr<DataLoader> val_loader, const std::string& train_name,
+                int64_t train_size) {
+    const auto& t = cfg().trainer;
+    const LoaderOptions lo = loader_options();
     FitState fit(*model, *accel, run_dir, model->resumed());
     fit.per_epoch = loader.batches_per_epoch();
     fit.batch_size = lo.batch_size;
     if (fit.per_epoch == 0)
-      throw DataError(train.images_file + ": " + std::to_string(train.size()) + " samples make no batch of " +
+      throw DataError(train_name + ": " + std::to_string(train_size) + " samples make no batch of " +
                       std::to_string(lo.batch_size) + " (data.drop_last is true)");
     if (t.max_epochs > 0) fit.total_steps = t.max_epochs * fit.per_epoch;
     if (t.max_steps > 0) fit.total_steps = fit.total_steps > 0 ? std::min(fit.total_steps, t.max_steps) : t.max_steps;
     if (accel->is_zero()) {
       out = std::make_unique<RunOutputs>(fit, lo.batch_size * accel->dist().world_size);
       fit.out = out.get();
-      model->set_image_sink([this](const std::string& tag, int64_t step, const torch::Tensor& images) {
-        out->image(tag, step, images);
-      });
+      model->set_image_sink([this](const std::string& tag, int64_t step, const torch::Tensor& images, double low,
+                                   double high) { out->image(tag, step, images, low, high); });
     }
     Callbacks callbacks;  // in this order at every point
+    if (cfg().ema.decay > 0) callbacks.add(ema_callback(fit));  // first: the samples and checkpoints see this batch's EMA
     callbacks.add(rank_status_callback(fit));
     if (out) callbacks.add(samples_callback());  // before metrics: the final grid's values join the final row
     callbacks.add(lr_scheduler_callback(fit));    // before metrics: the lrs join each row
     if (out) callbacks.add(metrics_callback());
     if (out) callbacks.add(progress_callback());
-    if (val && t.val_every_n_epochs > 0) {
-      LoaderOptions vo = lo;
-      vo.shuffle = false;
-      vo.drop_last = false;
-      callbacks.add(validation_callback(*val, vo));
-    }
+    if (val_loader) callbacks.add(validation_callback(std::move(val_loader)));
     callbacks.add(checkpoint_callback());
     try {
       return loop(fit, loader, callbacks);
@@ -178,9 +215,15 @@ struct Trainer::Impl {
         accel->to_device(*batch);
         if (buffers_every_step) accel->broadcast(buffers);
         callbacks.call(&Callback::on_batch_start, fit);
-        const std::vector<LoggedValue>& logged = model->training_step(*batch, s);
+        ++s.batch_in_epoch;  // batches drawn from this epoch (ctx.next_batch draws more)
+        const std::vector<LoggedValue>& logged = model->training_step(*batch, s, [&]() -> std::optional<Batch> {
+          auto more = loader.next();
+          if (!more) return std::nullopt;
+          accel->to_device(*more);
+          ++s.batch_in_epoch;
+          return more;
+        });
         ++s.global_step;
-        ++s.batch_in_epoch;
         const std::string bad = read_values(logged, fit);
         const bool max_steps_reached = t.max_steps > 0 && s.global_step >= t.max_steps;
         std::string wish;  // why this rank wants to stop
@@ -201,10 +244,11 @@ struct Trainer::Impl {
         }
         const bool image_due = every(t.image_every_n_steps), ckpt_due = every(cfg().checkpoint.every_n_steps);
         if ((image_due || ckpt_due) && !buffers_every_step) accel->broadcast(buffers);  // rank 0's, for readers
-        fit.interval.add(fit.values);
+        for (size_t k = 0; k < fit.values.size(); ++k)
+          fit.interval.add(fit.values[k].first, fit.values[k].second, logged[k].reduce);
+        callbacks.call(&Callback::on_batch_end, fit);
         if (image_due) callbacks.call(&Callback::on_image_step, fit);  // what log_samples logs joins this row
         if (every(t.log_every_n_steps)) callbacks.call(&Callback::on_log_step, fit);
-        callbacks.call(&Callback::on_batch_end, fit);
         if (ckpt_due) callbacks.call(&Callback::on_checkpoint_step, fit);
         if (agreed.stop || max_steps_reached) {
           done = true;
@@ -259,5 +303,7 @@ Trainer::Trainer(Experiment experiment, std::string run_dir, DistEnv dist) : imp
 Trainer::~Trainer() = default;
 
 FitResult Trainer::fit(const ImageDataset& train, const ImageDataset* val) { return impl_->fit(train, val); }
+
+FitResult Trainer::fit() { return impl_->fit_own(); }
 
 }  // namespace gantry

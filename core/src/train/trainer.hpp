@@ -22,6 +22,9 @@ struct GANTRY_CORE_EXPORT Experiment {
   ExperimentConfig config;
   std::shared_ptr<Plugin> plugin;
   std::shared_ptr<System> system;  ///< keeps the plugin loaded while it lives
+  /// The system's own data (SDK 1.1 train_dataset / val_dataset), or null:
+  /// then the runner reads data.path.
+  std::shared_ptr<Dataset> train_data, val_data;
 
   /// Throws ConfigError / PluginError with one line naming the culprit.
   static Experiment build(const ExperimentConfig& config);
@@ -56,6 +59,8 @@ class GANTRY_CORE_EXPORT Trainer {
   /// Throws TrainingError (NaN/Inf metric, a throwing training_step) after
   /// saving what can be saved.
   FitResult fit(const ImageDataset& train, const ImageDataset* val = nullptr);
+  /// Trains on the system's own data (Experiment::train_data, which must be set).
+  FitResult fit();
 
  private:
   struct Impl;

@@ -1,5 +1,6 @@
-// Rank 0: a metrics.csv row and stream scalars at every log step, holding the
-// mean of every value logged since the previous row (by training_step in
+// Rank 0: a metrics.csv row and stream scalars at every log step, holding
+// every value logged since the previous row, reduced (the mean unless logged
+// with another Reduce) (by training_step in
 // those batches, and by log_samples), and a last row at the end for what was
 // logged after the last one.
 #include "train/callback.hpp"
@@ -21,7 +22,7 @@ class MetricsCallback final : public Callback {
  private:
   static void write(FitState& fit) {
     if (fit.interval.empty()) return;
-    fit.out->scalars(fit.state.global_step, fit.state.epoch, fit.interval.mean());
+    fit.out->scalars(fit.state.global_step, fit.state.epoch, fit.interval.reduced());
     fit.interval.clear();
   }
 };

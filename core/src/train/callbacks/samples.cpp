@@ -2,6 +2,7 @@
 // training, every trainer.image_every_n_steps, and after the last batch; what
 // it logs with ctx.log joins the metrics row of that step.
 #include "train/callback.hpp"
+#include "train/ema.hpp"
 #include "train/run_outputs.hpp"
 
 namespace gantry {
@@ -26,9 +27,14 @@ class SamplesCallback final : public Callback {
   // What log_samples logs goes into the next metrics row (rank 0 alone runs
   // it, so sync is not applied).
   static void log_samples(FitState& fit) {
-    Values logged;
-    for (const auto& v : fit.model.log_samples(fit.state)) logged.emplace_back(v.name, v.value.item<double>());
-    fit.interval.add(logged);
+    if (fit.ema) fit.ema->swap();  // drawn with the EMA weights (ema.decay)
+    try {
+      for (const auto& v : fit.model.log_samples(fit.state)) fit.interval.add(v.name, v.value.item<double>(), v.reduce);
+    } catch (...) {
+      if (fit.ema) fit.ema->swap();
+      throw;
+    }
+    if (fit.ema) fit.ema->swap();
   }
 
   int64_t last_image_step_ = 0;

@@ -1,8 +1,12 @@
 // Every rank: after every trainer.val_every_n_epochs-th epoch, the plugin's
 // validation_step over this rank's shard of the validation split (modules in
-// eval mode, no grad); rank 0 writes the sample-weighted mean of each value
-// as a metrics row, streams it and prints it.
+// eval mode, no grad); the sample-weighted mean of each value over every
+// rank's shard is rank 0's metrics row, streamed and printed.
 #include <map>
+
+#include <torch/torch.h>
+
+#include "config/errors.hpp"
 
 #include "train/callback.hpp"
 #include "train/run_outputs.hpp"
@@ -13,7 +17,7 @@ namespace {
 
 class ValidationCallback final : public Callback {
  public:
-  ValidationCallback(const ImageDataset& val, const LoaderOptions& options) : loader_(val, options) {}
+  explicit ValidationCallback(std::unique_ptr<DataLoader> loader) : loader_(std::move(loader)) {}
 
   void on_epoch_end(FitState& fit) override {
     const int64_t every = fit.cfg().trainer.val_every_n_epochs;
@@ -23,14 +27,36 @@ class ValidationCallback final : public Callback {
     std::vector<std::string> order;
     {
       Model::EvalScope eval(fit.model);
-      loader_.start_epoch(0);
-      while (auto batch = loader_.next()) {
+      loader_->start_epoch(0);
+      while (auto batch = loader_->next()) {
         for (const auto& v : fit.model.validation_step(*batch, fit.state)) {
           if (!sums.count(v.name)) order.push_back(v.name);
           auto& s = sums[v.name];
           s.first += v.value.item<double>() * batch->input.size(0);
           s.second += batch->input.size(0);
         }
+      }
+    }
+    // Over the whole split: every rank's sums and counts added (the shards are
+    // padded to equal length, as DistributedSampler does, so a few samples
+    // may count twice when the split does not divide by the world size).
+    if (fit.accel.group()) {
+      const int world = fit.accel.dist().world_size;
+      torch::Tensor k = torch::tensor({double(order.size())}, torch::kFloat64);
+      fit.accel.allreduce_sum(k);
+      if (k.item<double>() != double(order.size()) * world)
+        throw TrainingError("validation at epoch " + std::to_string(fit.state.epoch) +
+                            ": validation_step logged different values on different ranks");
+      std::vector<double> flat;
+      for (const auto& name : order) {
+        flat.push_back(sums[name].first);
+        flat.push_back(double(sums[name].second));
+      }
+      if (!flat.empty()) {
+        torch::Tensor t = torch::tensor(flat, torch::kFloat64);
+        fit.accel.allreduce_sum(t);
+        for (size_t i = 0; i < order.size(); ++i)
+          sums[order[i]] = {t[2 * i].item<double>(), int64_t(t[2 * i + 1].item<double>())};
       }
     }
     if (order.empty() || !fit.out) return;
@@ -43,13 +69,13 @@ class ValidationCallback final : public Callback {
   }
 
  private:
-  DataLoader loader_;
+  std::unique_ptr<DataLoader> loader_;
 };
 
 }  // namespace
 
-std::unique_ptr<Callback> validation_callback(const ImageDataset& val, const LoaderOptions& options) {
-  return std::make_unique<ValidationCallback>(val, options);
+std::unique_ptr<Callback> validation_callback(std::unique_ptr<DataLoader> val) {
+  return std::make_unique<ValidationCallback>(std::move(val));
 }
 
 }  // namespace gantry
