@@ -107,6 +107,15 @@ inline c10::impl::GenericDict state_dict_of(const std::string& ckpt) {
       .toGenericDict();
 }
 
+/// Two checkpoints hold the same parameters and buffers, bit for bit.
+inline void expect_same_weights(const std::string& a, const std::string& b) {
+  const auto sa = state_dict_of(a);
+  const auto sb = state_dict_of(b);
+  ASSERT_EQ(sa.size(), sb.size()) << a << " vs " << b;
+  for (const auto& e : sa)
+    EXPECT_TRUE(torch::equal(e.value().toTensor(), sb.at(e.key()).toTensor())) << e.key().toStringRef();
+}
+
 /// Direct children of `parent` (from /proc), with their environment's RANK or -1.
 inline std::vector<std::pair<pid_t, int>> children_of(pid_t parent) {
   std::vector<std::pair<pid_t, int>> out;
