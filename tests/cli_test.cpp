@@ -222,6 +222,10 @@ TEST(Cli, ARefusedRunLeavesNoRunDirectoryBehind) {
   r = run_gantry("train '" + kTiny + "' system.kind=text", dir.path());
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_NE(r.err.find("wants data of kind 'text'"), std::string::npos) << r.err;
+  // A key checked only once the system is built (ema.modules) refuses before anything is written, too.
+  r = run_gantry("train '" + kTiny + "' ema.decay=0.9 ema.modules=generator", dir.path());
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.err.find("ema.modules names 'generator'"), std::string::npos) << r.err;
   int runs = 0;
   for (const auto& e : std::filesystem::directory_iterator(experiment)) runs += e.path().filename() != "latest";
   EXPECT_EQ(runs, 1) << "the refused run left its directory";

@@ -157,6 +157,11 @@ struct Trainer::Impl {
                       std::to_string(lo.batch_size) + " (data.drop_last is true)");
     if (t.max_epochs > 0) fit.total_steps = t.max_epochs * fit.per_epoch;
     if (t.max_steps > 0) fit.total_steps = fit.total_steps > 0 ? std::min(fit.total_steps, t.max_steps) : t.max_steps;
+    // The callbacks that check config keys against the plugin (ema.modules,
+    // a schedule's length) are built before rank 0 writes anything, so that a
+    // refused run leaves an unused run directory (which the runner removes).
+    std::unique_ptr<Callback> ema = cfg().ema.decay > 0 ? ema_callback(fit) : nullptr;
+    std::unique_ptr<Callback> lr_schedulers = lr_scheduler_callback(fit);
     if (accel->is_zero()) {
       out = std::make_unique<RunOutputs>(fit, lo.batch_size * accel->dist().world_size);
       fit.out = out.get();
@@ -164,10 +169,10 @@ struct Trainer::Impl {
                                    double high) { out->image(tag, step, images, low, high); });
     }
     Callbacks callbacks;  // in this order at every point
-    if (cfg().ema.decay > 0) callbacks.add(ema_callback(fit));  // first: the samples and checkpoints see this batch's EMA
+    if (ema) callbacks.add(std::move(ema));  // first: the samples and checkpoints see this batch's EMA
     callbacks.add(rank_status_callback(fit));
-    if (out) callbacks.add(samples_callback());  // before metrics: the final grid's values join the final row
-    callbacks.add(lr_scheduler_callback(fit));    // before metrics: the lrs join each row
+    if (out) callbacks.add(samples_callback());    // before metrics: the final grid's values join the final row
+    callbacks.add(std::move(lr_schedulers));       // before metrics: the lrs join each row
     if (out) callbacks.add(metrics_callback());
     if (out) callbacks.add(progress_callback());
     if (val_loader) callbacks.add(validation_callback(std::move(val_loader)));
