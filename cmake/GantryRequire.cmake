@@ -57,6 +57,10 @@ gantry_require(CLI11_FOUND "CLI11" "the gantry CLI" "libcli11-dev")
 find_path(GANTRY_GLOO_INCLUDE gloo/algorithm.h HINTS ${TORCH_INCLUDE_DIRS})
 gantry_require(GANTRY_GLOO_INCLUDE "Gloo headers (gloo/algorithm.h)" "gantry::core's process group"
                "libgloo-dev")
+# stb_image / stb_image_resize (header-only here): data.format image_folder.
+find_path(GANTRY_STB_INCLUDE stb/stb_image_resize.h)
+gantry_require(GANTRY_STB_INCLUDE "stb headers (stb/stb_image.h, stb/stb_image_resize.h)"
+               "gantry::core's image-folder data" "libstb-dev")
 
 # ---- the GUIs: optional in a plain build only --------------------------------
 if(GANTRY_BUILD_GUI)

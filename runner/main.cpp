@@ -26,7 +26,7 @@
 #include "config/files.hpp"
 #include "gantry/version.hpp"
 #include "gantry_build_info.hpp"
-#include "data/idx_dataset.hpp"
+#include "data/load_images.hpp"
 #include "launch.hpp"
 #include "submit.hpp"
 #include "data/image_grid.hpp"
@@ -55,10 +55,12 @@ void print_banner(const Experiment& e, int threads) {
   if (!warn.empty()) std::fprintf(stderr, "%s\n", warn.c_str());
 }
 
-ImageDataset load_train_data(const ExperimentConfig& cfg) {
-  ImageDataset ds = load_idx_images(cfg.data.path, cfg.data.train_prefix);
-  std::printf("data: %ld images %s from %s\n", long(ds.size()), join_shape(ds.images).c_str(),
-              ds.images_file.c_str());
+// data.format's training split; an image folder is resized to the plugin's shape.
+ImageDataset load_train_data(const ExperimentConfig& cfg, const DataSpec& spec, bool print) {
+  ImageDataset ds = load_split(cfg.data, Split::kTrain, spec.shape);
+  if (print)
+    std::printf("data: %ld images %s from %s\n", long(ds.size()), join_shape(ds.images).c_str(),
+                ds.images_file.c_str());
   return ds;
 }
 
@@ -163,8 +165,9 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
     std::printf("data: plugin %s's own, %ld samples%s\n", exp.plugin->manifest().name.c_str(),
                 long(exp.train_data->size()),
                 exp.val_data ? (", validation " + std::to_string(exp.val_data->size())).c_str() : "");
-  if (!own_data) train = zero ? load_train_data(cfg) : load_idx_images(cfg.data.path, cfg.data.train_prefix);
-  if (!own_data && cfg.trainer.val_every_n_epochs > 0) val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
+  const DataSpec spec = exp.system->data_spec();
+  if (!own_data) train = load_train_data(cfg, spec, zero);
+  if (!own_data && cfg.trainer.val_every_n_epochs > 0) val = load_split(cfg.data, Split::kVal, spec.shape);
 
   std::string run_dir;
   const fs::path experiment_dir = fs::path(cfg.trainer.out_dir) / cfg.name;
@@ -233,12 +236,14 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
     samples = exp.train_data->size();
   } else {
     check_data_kind(spec, exp.plugin->manifest().name);
-    const ImageDataset train = load_train_data(cfg);
+    const ImageDataset train = load_train_data(cfg, spec, true);
     if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)
       throw DataError(train.images_file + ": samples are " + join_shape(train.images) + ", plugin " +
-                      exp.plugin->manifest().name + " expects another shape");
+                      exp.plugin->manifest().name + " expects " + join_shape(torch::empty(
+                          [&] { auto v = spec.shape; v.insert(v.begin(), 0); return v; }())) +
+                      " (see the plugin's system.* shape keys)");
     if (cfg.trainer.val_every_n_epochs > 0) {
-      const ImageDataset val = load_idx_images(cfg.data.path, cfg.data.val_prefix);
+      const ImageDataset val = load_split(cfg.data, Split::kVal, spec.shape);
       std::printf("validation data: %ld images from %s\n", long(val.size()), val.images_file.c_str());
     }
     samples = train.size();

@@ -12,6 +12,7 @@ packages=(
   libblas3                   # the reference BLAS itself: a test checks gantry warns when it is in use
   libyaml-cpp-dev libboost-dev libboost-filesystem-dev libcli11-dev zlib1g-dev
   libgloo-dev                # Gloo headers: c10d's ProcessGroupGloo includes them
+  libstb-dev                 # stb_image: data.format image_folder reads PNG/JPEG (and gantry-view's grids)
   libgtest-dev
   slurm-wlm munge            # the tests start a real single-host SLURM cluster
   python3-torch              # the tests load a checkpoint in Python; bench/ compares with it
@@ -19,7 +20,7 @@ packages=(
   clang libclang-rt-14-dev   # the tests fuzz the stream decoder with libFuzzer
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev fonts-dejavu-core   # gantry-monitor (gui/), Qt Test; Qt6Charts' CMake config needs Qt6OpenGL
-  libimgui-dev libglfw3-dev libgl-dev libstb-dev libgl1-mesa-dri   # gantry-view (Dear ImGui, GLFW, OpenGL 3; Mesa for Xvfb)
+  libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri   # gantry-view (Dear ImGui, GLFW, OpenGL 3; Mesa for Xvfb)
   xvfb xauth                 # the tests run both GUIs under a real X server
 )
 

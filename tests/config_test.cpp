@@ -92,6 +92,9 @@ TEST(Config, BadOverridesAreCheckedLikeTheFile) {
   EXPECT_NE(msg.find("trainer.weight_layout must be auto or as_built, got 'rows'"), std::string::npos) << msg;
   msg = config_error([&] { ExperimentConfig::load(path, {"trainer.step_in_backward=maybe"}); });
   EXPECT_NE(msg.find("trainer.step_in_backward must be true or false, got 'maybe'"), std::string::npos) << msg;
+  msg = config_error([&] { ExperimentConfig::load(path, {"data.format=jpeg"}); });
+  EXPECT_NE(msg.find("command line 'data.format=jpeg': data.format must be one of idx, image_folder, cifar10, got 'jpeg'"),
+            std::string::npos) << msg;
   msg = config_error([&] { ExperimentConfig::load(path, {"no_equals_sign"}); });
   EXPECT_NE(msg.find("expected key=value"), std::string::npos) << msg;
 }

@@ -1,4 +1,5 @@
-// The IDX reader, PNG codec, image grid and data loader.
+// The IDX reader, PNG codec, image grid and data loader; data.format cifar10
+// (CIFAR-10's binary batches) and image_folder (PNG/JPEG in class folders).
 #include <zlib.h>
 
 #include "data/data_loader.hpp"
@@ -172,4 +173,154 @@ TEST(DataLoader, RanksGetDisjointPaddedShards) {
   std::sort(all.begin(), all.end());
   // 12 slots: all 10 samples, 2 of them twice (padding)
   EXPECT_EQ(std::unique(all.begin(), all.end()) - all.begin(), 10);
+}
+
+// ---- data.format cifar10 and image_folder --------------------------------
+
+#define STB_IMAGE_WRITE_STATIC
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include <stb/stb_image_write.h>
+#pragma GCC diagnostic pop
+
+#include "config/config.hpp"
+#include "data/cifar10.hpp"
+#include "data/image_folder.hpp"
+#include "data/load_images.hpp"
+
+namespace {
+
+// `n` CIFAR-10 records; record k (counting from `first`) has label k % 10 and
+// pixel byte j = (j + k) % 256 (channel-major: 1024 red, 1024 green, 1024 blue).
+std::string cifar_records(int first, int n) {
+  std::string b;
+  for (int k = first; k < first + n; ++k) {
+    b.push_back(static_cast<char>(k % 10));
+    for (int j = 0; j < 3072; ++j) b.push_back(static_cast<char>((j + k) % 256));
+  }
+  return b;
+}
+
+Image8 solid(int w, int h, std::vector<uint8_t> rgb_or_gray) {
+  Image8 img;
+  img.width = w;
+  img.height = h;
+  img.channels = int(rgb_or_gray.size());
+  for (int i = 0; i < w * h; ++i) img.pixels.insert(img.pixels.end(), rgb_or_gray.begin(), rgb_or_gray.end());
+  return img;
+}
+
+void write_png(const std::string& path, const Image8& img) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  write_text(path, encode_png(img));
+}
+
+std::string load_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Cifar10, ReadsTheOfficialLayoutInFileNumberOrder) {
+  TempDir dir;
+  const std::string bin = dir / "cifar-10-batches-bin";
+  std::filesystem::create_directories(bin);
+  write_text(bin + "/data_batch_1.bin", cifar_records(0, 3));
+  write_text(bin + "/data_batch_2.bin", cifar_records(3, 2));
+  write_text(bin + "/data_batch_10.bin", cifar_records(5, 1));  // after _2: numbers, not text order
+  write_text(bin + "/test_batch.bin", cifar_records(100, 2));
+  write_text(bin + "/batches.meta.txt", "airplane\n");
+  // The config's defaults for this format: data_batch / test_batch, the parent folder found.
+  const ExperimentConfig cfg = ExperimentConfig::load(
+      gantry::test::kDemo, {"data.format=cifar10", "data.path=" + dir.path().string()});
+  EXPECT_EQ(cfg.data.train_prefix, "data_batch");
+  EXPECT_EQ(cfg.data.val_prefix, "test_batch");
+  const ImageDataset train = load_split(cfg.data, Split::kTrain, {3, 32, 32});
+  ASSERT_EQ(train.images.sizes(), (std::vector<int64_t>{6, 3, 32, 32}));
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(train.labels[k].item<int64_t>(), k % 10);
+    // red (0, 0), green (5, 7), blue (31, 31)
+    EXPECT_EQ(train.images[k][0][0][0].item<int>(), k % 256);
+    EXPECT_EQ(train.images[k][1][5][7].item<int>(), (1024 + 5 * 32 + 7 + k) % 256);
+    EXPECT_EQ(train.images[k][2][31][31].item<int>(), (3071 + k) % 256);
+  }
+  const ImageDataset val = load_split(cfg.data, Split::kVal, {});
+  ASSERT_EQ(val.size(), 2);
+  EXPECT_EQ(val.labels[1].item<int64_t>(), 101 % 10);
+}
+
+TEST(Cifar10, ATruncatedFileOrAnotherFormatIsOneLineNamingTheFile) {
+  TempDir dir;
+  write_text(dir / "data_batch_1.bin", cifar_records(0, 2).substr(0, 3073 + 100));
+  auto msg = load_error([&] { load_cifar10(dir.path().string(), "data_batch"); });
+  EXPECT_NE(msg.find(dir / "data_batch_1.bin"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("3173 bytes is not a whole number of CIFAR-10 records"), std::string::npos) << msg;
+  std::string labels = cifar_records(0, 2);
+  labels[3073] = 57;  // a CIFAR-100 coarse label where CIFAR-10 has 0..9
+  write_text(dir / "data_batch_1.bin", labels);
+  msg = load_error([&] { load_cifar10(dir.path().string(), "data_batch"); });
+  EXPECT_NE(msg.find("record 1 has label 57, CIFAR-10's are 0..9"), std::string::npos) << msg;
+  msg = load_error([&] { load_cifar10(dir.path().string(), "test_batch"); });
+  EXPECT_NE(msg.find("no test_batch.bin or test_batch_<n>.bin"), std::string::npos) << msg;
+}
+
+TEST(ImageFolder, ClassFoldersAreLabelsAndEveryImageIsConvertedAndResized) {
+  TempDir dir;
+  const std::string train = dir / "train";
+  write_png(train + "/cat/a.png", solid(4, 4, {255, 0, 0}));  // red RGB
+  std::filesystem::create_directories(train + "/cat/sub");
+  const std::vector<uint8_t> gray128(8 * 8, 128);
+  ASSERT_TRUE(stbi_write_jpg((train + "/cat/sub/b.jpg").c_str(), 8, 8, 1, gray128.data(), 95));
+  write_png(train + "/dog/c.PNG", solid(2, 2, {200}));  // gray, upscaled
+  write_text(train + "/dog/notes.txt", "not an image: ignored");
+  const ExperimentConfig cfg = ExperimentConfig::load(
+      gantry::test::kDemo, {"data.format=image_folder", "data.path=" + dir.path().string()});
+  EXPECT_EQ(cfg.data.val_prefix, "val");
+  // Gray 4x4, as the basic GAN would ask (shape [1, 4, 4]).
+  ImageDataset ds = load_split(cfg.data, Split::kTrain, {1, 4, 4});
+  ASSERT_EQ(ds.images.sizes(), (std::vector<int64_t>{3, 1, 4, 4}));
+  EXPECT_TRUE(torch::equal(ds.labels, torch::tensor({0, 0, 1}, torch::kInt64)));  // cat/a, cat/sub/b, dog/c
+  EXPECT_EQ(ds.images[0].min().item<int>(), (255 * 77) >> 8);  // stb's luma of pure red: 76
+  EXPECT_EQ(ds.images[0].max().item<int>(), 76);
+  EXPECT_NEAR(ds.images[1].to(torch::kFloat).mean().item<float>(), 128, 2);  // a JPEG, shrunk 8 -> 4
+  EXPECT_NEAR(ds.images[2].min().item<int>(), 200, 1);                     // a constant, enlarged 2 -> 4
+  EXPECT_NEAR(ds.images[2].max().item<int>(), 200, 1);
+  // RGB 3x2 (W 2, H 3): red stays (255, 0, 0), gray repeats into every channel.
+  ds = load_split(cfg.data, Split::kTrain, {3, 3, 2});
+  ASSERT_EQ(ds.images.sizes(), (std::vector<int64_t>{3, 3, 3, 2}));
+  EXPECT_EQ(ds.images[0][0].min().item<int>(), 255);
+  EXPECT_EQ(ds.images[0][1].max().item<int>(), 0);
+  EXPECT_EQ(ds.images[0][2].max().item<int>(), 0);
+  EXPECT_TRUE(torch::equal(ds.images[2][0], ds.images[2][2]));
+  // No validation folder: one line naming the key.
+  const auto msg = load_error([&] { load_split(cfg.data, Split::kVal, {1, 4, 4}); });
+  EXPECT_NE(msg.find("no validation folder val/ (data.val_prefix"), std::string::npos) << msg;
+}
+
+TEST(ImageFolder, WithoutAShapeEveryImageMustMatchTheFirstAndBadFilesAreNamed) {
+  TempDir dir;
+  write_png(dir / "a.png", solid(6, 5, {10}));
+  write_png(dir / "b.png", solid(6, 5, {20}));
+  ImageDataset ds = load_image_folder(dir.path().string(), {});
+  ASSERT_EQ(ds.images.sizes(), (std::vector<int64_t>{2, 1, 5, 6}));
+  EXPECT_FALSE(ds.labels.defined());  // images directly in the folder: unlabelled
+  EXPECT_EQ(ds.images[1][0][4][5].item<int>(), 20);
+  write_png(dir / "c.png", solid(7, 5, {30}));
+  auto msg = load_error([&] { load_image_folder(dir.path().string(), {}); });
+  EXPECT_NE(msg.find(dir / "c.png" + ": 1x5x7, but " + dir / "a.png" + " is 1x5x6"), std::string::npos) << msg;
+  std::filesystem::remove(dir / "c.png");
+  write_text(dir / "d.jpg", "this is not a JPEG");
+  msg = load_error([&] { load_image_folder(dir.path().string(), {}); });
+  EXPECT_NE(msg.find(dir / "d.jpg" + ": not an image stb can read"), std::string::npos) << msg;
+  std::filesystem::remove(dir / "d.jpg");
+  std::filesystem::create_directories(dir / "class0");
+  msg = load_error([&] { load_image_folder(dir.path().string(), {}); });
+  EXPECT_NE(msg.find("holds both images (a.png) and class folders (class0/)"), std::string::npos) << msg;
 }

@@ -79,6 +79,7 @@ const std::vector<Field>& schema() {
                       [](E& c, const YAML::Node& n) { c.name = convert_option<std::string>(n); },
                       [](const E& c) { return YAML::Node(c.name); }});
     f.push_back(option_field("system.plugin", &E::system, &SystemOptions::plugin));
+    f.push_back(option_field("data.format", &E::data, &DataOptions::format));
     f.push_back(option_field("data.path", &E::data, &DataOptions::path));
     f.push_back(option_field("data.train_prefix", &E::data, &DataOptions::train_prefix));
     f.push_back(option_field("data.val_prefix", &E::data, &DataOptions::val_prefix));
@@ -367,6 +368,14 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
   if (!cfg.origins.count("trainer.max_epochs") && (cfg.trainer.max_steps > 0 || !cfg.trainer.max_time.empty()))
     cfg.trainer.max_epochs = -1;
 
+  // The split names each data.format uses unless told otherwise.
+  if (cfg.data.format == "cifar10") {
+    if (!cfg.origins.count("data.train_prefix")) cfg.data.train_prefix = "data_batch";
+    if (!cfg.origins.count("data.val_prefix")) cfg.data.val_prefix = "test_batch";
+  } else if (cfg.data.format == "image_folder") {
+    if (!cfg.origins.count("data.val_prefix")) cfg.data.val_prefix = "val";
+  }
+
   // ---- 4. validate ----
   auto check = [&](bool ok, const std::string& key, const std::string& what) {
     if (!ok) {
@@ -380,6 +389,8 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
             cfg.name != "." && cfg.name != "..",
         "name", "a directory name: 1 to 200 bytes, no '/'");
   check(!cfg.system.plugin.empty(), "system.plugin", "a plugin name or path");
+  check(cfg.data.format == "idx" || cfg.data.format == "image_folder" || cfg.data.format == "cifar10",
+        "data.format", "one of idx, image_folder, cifar10");
   check(cfg.data.batch_size > 0, "data.batch_size", "> 0");
   check(cfg.data.prefetch >= 1, "data.prefetch", ">= 1");
   check(t.max_epochs == -1 || t.max_epochs > 0, "trainer.max_epochs", "> 0 or -1 (no limit)");

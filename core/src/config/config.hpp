@@ -48,9 +48,11 @@ struct GANTRY_CORE_EXPORT TrainerOptions {
 };
 
 struct DataOptions {
-  std::string path = "/usr/share/datasets/fashion-mnist";  ///< folder with IDX files
-  std::string train_prefix = "train";  ///< <prefix>-images-idx3-ubyte[.gz]
-  std::string val_prefix = "t10k";     ///< validation split, same naming
+  std::string format = "idx";          ///< idx | image_folder | cifar10 (data/load_images.hpp)
+  std::string path = "/usr/share/datasets/fashion-mnist";  ///< the folder holding the data
+  std::string train_prefix = "train";  ///< idx: <prefix>-images-idx3-ubyte[.gz]; image_folder: train/
+                                       ///< (else path itself); cifar10: data_batch[_n].bin
+  std::string val_prefix = "t10k";     ///< validation split, same naming (image_folder: val/, cifar10: test_batch)
   int64_t batch_size = 64;             ///< per rank
   bool shuffle = true;                 ///< reshuffle each epoch from seed + epoch
   bool drop_last = false;              ///< drop the last incomplete batch

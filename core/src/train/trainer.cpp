@@ -124,6 +124,7 @@ struct Trainer::Impl {
   FitResult fit(const ImageDataset& train, const ImageDataset* val) {
     check_data(train);
     if (val) check_data(*val);
+    if (val) check_data(*val);
     const LoaderOptions lo = loader_options();
     DataLoader loader(train, lo);
     std::unique_ptr<DataLoader> val_loader;
