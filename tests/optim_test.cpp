@@ -170,6 +170,65 @@ TEST(Optim, AScheduledLrIsLoggedAndResumesBitIdentically) {
 
 namespace {
 
+// The column `name` of every row of `metrics_csv` (rows from 1).
+std::vector<double> column_of(const std::string& metrics_csv, const std::string& name) {
+  const auto rows = gantry::test::lines_of(gantry::test::read_text(metrics_csv));
+  const auto header = gantry::test::split(rows.at(0), ',');
+  const size_t col = std::find(header.begin(), header.end(), name) - header.begin();
+  EXPECT_LT(col, header.size()) << name << " not in " << rows[0];
+  std::vector<double> out;
+  for (size_t r = 1; r < rows.size() && col < header.size(); ++r) out.push_back(std::stod(gantry::test::split(rows[r], ',')[col]));
+  return out;
+}
+
+}  // namespace
+
+TEST(Optim, APluginsOwnScheduleSetsTheLrResumesAndTheConfigReplacesIt) {
+  // The tiny plugin halves its SGD's lr (0.1) every 10 batches (configure_schedulers).
+  static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+  TempDir straight, resumed, replaced;
+  const std::vector<std::string> own = {"system.lr_halve_every=10", "trainer.max_steps=30",
+                                        "checkpoint.every_n_steps=15"};
+  const FitResult a = Trainer(Experiment::build(tiny_config(own)), straight.path().string()).fit(data);
+  // Each row holds the lr of its last batch: t = 9, 19, 29.
+  const auto lrs = column_of(straight / "metrics.csv", "lr-sgd");
+  ASSERT_EQ(lrs.size(), 3u);
+  EXPECT_NEAR(lrs[0], 0.1, 1e-12);
+  EXPECT_NEAR(lrs[1], 0.05, 1e-12);
+  EXPECT_NEAR(lrs[2], 0.025, 1e-12);
+  // Resumed at batch 15 (mid-way through the second halving): the same weights at 30.
+  auto o = own;
+  o.push_back("trainer.resume=" + straight / "checkpoints/step_0000015.ckpt");
+  const FitResult b = Trainer(Experiment::build(tiny_config(o)), resumed.path().string()).fit(data);
+  EXPECT_EQ(b.steps_run, 15);
+  gantry::test::expect_same_weights(a.last_checkpoint, b.last_checkpoint);
+  // optimizers.sgd.scheduler in the config replaces the plugin's (step decay x0.1 every 20).
+  o = own;
+  o.insert(o.end(), {"optimizers.sgd.scheduler=step", "optimizers.sgd.step_size=20"});
+  Trainer(Experiment::build(tiny_config(o)), replaced.path().string()).fit(data);
+  const auto replaced_lrs = column_of(replaced / "metrics.csv", "lr-sgd");
+  ASSERT_EQ(replaced_lrs.size(), 3u);
+  EXPECT_NEAR(replaced_lrs[1], 0.1, 1e-12);
+  EXPECT_NEAR(replaced_lrs[2], 0.01, 1e-12);
+}
+
+TEST(Optim, APluginScheduleOfAnUnknownOptimizerIsOneLineNamingIt) {
+  static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+  TempDir dir;
+  try {
+    Trainer(Experiment::build(tiny_config({"system.lr_halve_every=10", "system.lr_schedule_of=adam",
+                                           "trainer.max_steps=2"})),
+            dir.path().string())
+        .fit(data);
+    FAIL() << "trained with a schedule for an optimizer that does not exist";
+  } catch (const PluginError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "plugin tiny: configure_schedulers() names optimizer 'adam'; configure_optimizers() returned: sgd");
+  }
+}
+
+namespace {
+
 c10::impl::GenericDict trainer_state_of(const std::string& ckpt) {
   const auto bytes = gantry::test::read_text(ckpt);
   return torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()))

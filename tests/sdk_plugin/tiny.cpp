@@ -45,6 +45,8 @@ class Tiny : public gantry::System {
         split_step_(p.get("split_step", false)),
         synthetic_(p.get("synthetic", false)),
         extra_batches_(p.get("extra_batches", int64_t{0})),
+        lr_halve_every_(p.get("lr_halve_every", int64_t{0})),
+        lr_schedule_of_(p.get("lr_schedule_of", std::string("sgd"))),
         model_(pixels_, 10) {
     if (p.get("fail", false)) throw std::runtime_error("asked to fail (system.fail=true)");
   }
@@ -107,6 +109,16 @@ class Tiny : public gantry::System {
     for (const auto& [name, t] : state)
       if (name == "steps_seen") steps_seen_ = t.item<int64_t>();
   }
+  // system.lr_halve_every: a schedule of the plugin's own, halving the lr
+  // every n batches (system.lr_schedule_of: the optimizer it names; tests).
+  std::vector<gantry::LrLambda> configure_schedulers() override {
+    if (lr_halve_every_ <= 0) return {};
+    const int64_t n = lr_halve_every_;
+    gantry::LrLambda halve;
+    halve.optimizer = lr_schedule_of_;
+    halve.factor = [n](int64_t t) { return std::pow(0.5, double(t / n)); };
+    return {halve};
+  }
 #endif
   void validation_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
     ctx.log("val_loss", torch::cross_entropy_loss(forward(batch.input), batch.target));
@@ -136,6 +148,8 @@ class Tiny : public gantry::System {
   bool split_step_;
   bool synthetic_;
   int64_t extra_batches_;
+  int64_t lr_halve_every_;
+  std::string lr_schedule_of_;
   int64_t steps_seen_ = 0;
   torch::nn::Linear model_;
   std::shared_ptr<torch::optim::SGD> optimizer_;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -158,6 +159,20 @@ class Dataset {
   }
 };
 
+/// A learning-rate schedule a system gives one of its optimizers (ABI 1.1;
+/// System::configure_schedulers), as PyTorch's LambdaLR: before every batch
+/// (every epoch with `per_epoch`) each param group's lr is set to its base lr
+/// (the lr it had when configure_optimizers() returned) times factor(t), t
+/// counting batches (epochs) from 0. A pure function of t: the same on every
+/// rank, and a resumed run continues exactly with nothing to checkpoint.
+/// `optimizers.<name>.scheduler` in the config replaces it.
+struct LrLambda {
+  std::string optimizer;                    ///< a name configure_optimizers() returned
+  std::function<double(int64_t t)> factor;  ///< finite and >= 0; called by the runner on its loop thread
+  bool per_epoch = false;                   ///< t counts epochs instead of batches
+  uint32_t struct_size = sizeof(LrLambda);  ///< as the plugin saw it
+};
+
 /// Tensors by name: a plugin's own state besides modules and optimizers.
 using StateDict = std::vector<std::pair<std::string, torch::Tensor>>;
 
@@ -217,6 +232,9 @@ class System {
     (void)samples;
     return {};
   }
+  /// Learning-rate schedules of its own, per optimizer (see LrLambda). Called
+  /// once, after configure_optimizers().
+  virtual std::vector<LrLambda> configure_schedulers() { return {}; }
 };
 
 }  // namespace gantry

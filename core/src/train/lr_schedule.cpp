@@ -18,8 +18,23 @@ LrSchedule::LrSchedule(const OptimizerOptions& options, std::vector<double> base
                       std::to_string(total_) + " " + options_.interval + "s)");
 }
 
+LrSchedule::LrSchedule(std::function<double(int64_t)> factor, bool per_epoch, std::vector<double> base_lrs,
+                       std::string who)
+    : factor_(std::move(factor)), who_(std::move(who)), base_(std::move(base_lrs)), total_(-1) {
+  options_.scheduler = "lambda";
+  options_.interval = per_epoch ? "epoch" : "step";
+  if (!factor_) throw PluginError(who_ + ": the LrLambda's factor is empty");
+}
+
 double LrSchedule::lr(size_t group, int64_t t) const {
   const double base = base_.at(group);
+  if (factor_) {
+    const double f = factor_(t);
+    if (!std::isfinite(f) || f < 0)
+      throw PluginError(who_ + ": factor(" + std::to_string(t) + ") is " + std::to_string(f) +
+                        ", not a finite number >= 0");
+    return base * f;
+  }
   const int64_t w = options_.warmup;
   const double warm = t < w ? double(t + 1) / double(w) : 1.0;
   const int64_t u = std::max<int64_t>(0, t - w);

@@ -1,5 +1,6 @@
-// The learning rate of one optimizer over the run (optimizers.<name>.scheduler):
-// linear warm-up, then constant, step decay, cosine or linear decay to min_lr.
+// The learning rate of one optimizer over the run: from the config
+// (optimizers.<name>.scheduler: linear warm-up, then constant, step decay,
+// cosine or linear decay to min_lr), or the plugin's LrLambda (base * factor).
 // A pure function of the interval count (batches, or epochs), set on every
 // param group before each batch: a resumed run continues exactly, whatever
 // the optimizer's own load() restores (LibTorch 1.13's does not restore a
@@ -8,6 +9,7 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,8 @@ class GANTRY_CORE_EXPORT LrSchedule {
   /// `total`: intervals in the run (needed by cosine and linear; -1: unknown).
   /// Throws ConfigError naming `where` when the schedule needs a length it lacks.
   LrSchedule(const OptimizerOptions& options, std::vector<double> base_lrs, int64_t total, const std::string& where);
+  /// The plugin's schedule: base * factor(t). `who` names it in errors.
+  LrSchedule(std::function<double(int64_t)> factor, bool per_epoch, std::vector<double> base_lrs, std::string who);
 
   /// The lr of param group `group` at interval `t` (0 during the first).
   double lr(size_t group, int64_t t) const;
@@ -31,6 +35,8 @@ class GANTRY_CORE_EXPORT LrSchedule {
 
  private:
   OptimizerOptions options_;
+  std::function<double(int64_t)> factor_;  // the plugin's, or empty
+  std::string who_;
   std::vector<double> base_;
   int64_t total_;
 };

@@ -1,8 +1,12 @@
-// Every rank: each optimizer's optimizers.<name>.scheduler sets its lr before
-// every batch (interval step) or epoch (interval epoch), the same on every
-// rank; rank 0 logs it as lr-<name> in each metrics row (the lr of its first
+// Every rank: each optimizer's optimizers.<name>.scheduler, or else the
+// plugin's own LrLambda (System::configure_schedulers, ABI 1.1), sets its lr
+// before every batch (interval step) or epoch (interval epoch), the same on
+// every rank; rank 0 logs it as lr-<name> in each metrics row (the lr of its first
 // param group in the row's last batch). The base lrs go into the checkpoint
 // (trainer_state "lr_base.<name>") and come back from it on resume.
+#include <cstdio>
+#include <map>
+
 #include "train/callback.hpp"
 #include "train/lr_schedule.hpp"
 
@@ -14,15 +18,29 @@ class LrSchedulerCallback final : public Callback {
  public:
   explicit LrSchedulerCallback(FitState& fit) {
     const ExperimentConfig& cfg = fit.cfg();
+    const std::map<std::string, LrLambda> own = plugin_schedules(fit);
     for (const auto& o : fit.model.optimizers()) {
       const OptimizerOptions options = cfg.optimizer(o.name);
-      if (options.scheduler == "none" && options.warmup == 0) continue;
+      const bool configured = options.scheduler != "none" || options.warmup > 0;
+      const auto lambda = own.find(o.name);
+      if (!configured && lambda == own.end()) continue;
+      if (configured && lambda != own.end() && fit.accel.dist().rank == 0)
+        std::printf("lr: %s replaces plugin %s's own schedule of optimizer %s\n",
+                    cfg.where("optimizers." + o.name + ".scheduler").c_str(), fit.model.plugin_name().c_str(),
+                    o.name.c_str());
       const std::string key = "lr_base." + o.name;
       std::vector<double> base = group_lrs(*o.optimizer);
       const auto saved = fit.state.extra.find(key);
       if (saved != fit.state.extra.end()) {  // resumed: the schedule's own base, not what load() left
         const auto t = saved->second.to(torch::kFloat64).contiguous();
         base.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+      }
+      fit.state.extra[key] = torch::tensor(base, torch::kFloat64);
+      if (!configured) {
+        const std::string who = "plugin " + fit.model.plugin_name() + ": the lr schedule of optimizer " + o.name;
+        schedules_.push_back({o.name, o.optimizer,
+                              LrSchedule(lambda->second.factor, lambda->second.per_epoch, base, who)});
+        continue;
       }
       const bool epochs = options.interval == "epoch";
       int64_t total = fit.total_steps;
@@ -32,13 +50,14 @@ class LrSchedulerCallback final : public Callback {
                                            : -1;
       const std::string where = cfg.where("optimizers." + o.name + ".scheduler") + ": optimizers." + o.name;
       schedules_.push_back({o.name, o.optimizer, LrSchedule(options, base, total, where)});
-      fit.state.extra[key] = torch::tensor(base, torch::kFloat64);
     }
   }
 
   void on_batch_start(FitState& fit) override {
-    for (auto& s : schedules_)
-      s.schedule.apply(*s.optimizer, s.schedule.per_epoch() ? fit.state.epoch : fit.state.global_step);
+    for (auto& s : schedules_)  // a plugin's factor that throws is named with the step
+      fit.model.call("configure_schedulers' lr factor", fit.state.global_step, [&] {
+        s.schedule.apply(*s.optimizer, s.schedule.per_epoch() ? fit.state.epoch : fit.state.global_step);
+      });
   }
 
   void on_log_step(FitState& fit) override { log(fit); }
@@ -47,6 +66,26 @@ class LrSchedulerCallback final : public Callback {
   }
 
  private:
+  // The plugin's LrLambdas by optimizer (ABI >= 1.1), each naming one of its optimizers once.
+  static std::map<std::string, LrLambda> plugin_schedules(FitState& fit) {
+    std::map<std::string, LrLambda> out;
+    if (fit.model.abi_minor() < 1) return out;  // a 1.0 plugin's vtable has no configure_schedulers
+    auto given = fit.model.call("configure_schedulers", fit.state.global_step,
+                                [&] { return fit.model.experiment().system->configure_schedulers(); });
+    std::string names;
+    for (const auto& o : fit.model.optimizers()) names += (names.empty() ? "" : ", ") + o.name;
+    for (auto& l : given) {
+      const std::string who = "plugin " + fit.model.plugin_name() + ": configure_schedulers()";
+      if (std::none_of(fit.model.optimizers().begin(), fit.model.optimizers().end(),
+                       [&](const NamedOptimizer& o) { return o.name == l.optimizer; }))
+        throw PluginError(who + " names optimizer '" + l.optimizer + "'; configure_optimizers() returned: " + names);
+      if (!l.factor) throw PluginError(who + ": the schedule of optimizer " + l.optimizer + " has no factor");
+      if (!out.emplace(l.optimizer, l).second)
+        throw PluginError(who + " gives optimizer " + l.optimizer + " two schedules");
+    }
+    return out;
+  }
+
   void log(FitState& fit) {
     if (!fit.out) return;
     Values lrs;
