@@ -18,7 +18,7 @@ required=(
   fuzz:fuzz_wire_decoder
   gui:monitor_qtest gui:monitor_xvfb gui:view_xvfb
 )
-min_core=118
+min_core=127
 
 if (($# == 0)); then
   missing=()
