@@ -2,6 +2,7 @@
 // each way a plugin can be wrong. Each wrong one is one clear PluginError.
 #include "config/config.hpp"
 #include "config/errors.hpp"
+#include "plugin/elf_manifest.hpp"
 #include "plugin/plugin_loader.hpp"
 #include "support.hpp"
 
@@ -156,4 +157,48 @@ TEST(PluginLoader, ListsEveryPluginWithManifestOrError) {
   }
   EXPECT_EQ(good, 3);  // tiny, tiny_sdk_1_0, throws (a good manifest; it fails only when constructed)
   EXPECT_EQ(bad, 5);   // wrong_abi, newer_minor, other_torch, no_factory, notalib
+}
+
+TEST(PluginLoader, TheManifestIsReadFromTheFileWithoutLoadingIt) {
+  // What the loader checks before dlopen (which would run a foreign LibTorch's
+  // initializers in this process): the numbers, straight from the ELF file,
+  // and the libraries it needs.
+  const auto gan = gantry::read_plugin_elf(gantry::test::gan_plugin_path());
+  ASSERT_TRUE(gan.has_value() && gan->manifest.has_value());
+  const gantry_manifest_v1& m = *gan->manifest;
+  EXPECT_EQ(m.struct_size, sizeof(gantry_manifest_v1));
+  EXPECT_EQ(m.abi_major, uint32_t(GANTRY_ABI_VERSION_MAJOR));
+  EXPECT_EQ(m.abi_minor, uint32_t(GANTRY_ABI_VERSION_MINOR));
+  EXPECT_EQ(m.torch_major, uint32_t(TORCH_VERSION_MAJOR));
+  EXPECT_EQ(m.torch_minor, uint32_t(TORCH_VERSION_MINOR));
+  EXPECT_EQ(m.cuda, uint32_t(GANTRY_WITH_CUDA));
+  EXPECT_EQ(m.name, nullptr);
+  EXPECT_NE(std::find_if(gan->needed.begin(), gan->needed.end(),
+                         [](const std::string& n) { return n.rfind("libc10", 0) == 0; }),
+            gan->needed.end());
+  const auto other = gantry::read_plugin_elf(gantry::test::plugin_path("other_torch"));
+  ASSERT_TRUE(other.has_value() && other->manifest.has_value());
+  EXPECT_EQ(other->manifest->torch_major, 2u);
+  EXPECT_EQ(other->manifest->torch_minor, 11u);
+  const auto wrong = gantry::read_plugin_elf(gantry::test::plugin_path("wrong_abi"));
+  ASSERT_TRUE(wrong.has_value() && wrong->manifest.has_value());
+  EXPECT_EQ(wrong->manifest->abi_major, 99u);
+  EXPECT_TRUE(gantry::read_plugin_elf(gantry::test::plugin_path("no_factory"))->manifest.has_value());
+  EXPECT_FALSE(gantry::read_plugin_elf(gantry::test::plugin_path("notalib")).has_value());
+}
+
+TEST(PluginLoader, APluginLinkedAgainstAnotherLibTorchsLibrariesIsRefusedBeforeLoading) {
+  // Its manifest may say this runner's version (built with one LibTorch's
+  // headers and the system's other libraries): the library names tell.
+  gantry::ElfPlugin elf = *gantry::read_plugin_elf(gantry::test::gan_plugin_path());
+  EXPECT_NO_THROW(gantry::check_plugin_file("libgan.so", elf));
+  elf.needed.push_back("libc10.so.1.9");
+  try {
+    gantry::check_plugin_file("libgan.so", elf);
+    FAIL() << "a plugin needing libc10.so.1.9 passed";
+  } catch (const gantry::PluginError& e) {
+    EXPECT_EQ(std::string(e.what()), "plugin libgan.so is linked against libc10.so.1.9 (LibTorch 1.9), this runner uses " +
+                                         std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
+                                         ": rebuild the plugin against this runner's LibTorch (headers and libraries)");
+  }
 }

@@ -6,7 +6,10 @@
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
+
+#include "plugin/elf_manifest.hpp"
 #include <algorithm>
+#include <regex>
 #include <cstddef>
 #include <cstdlib>
 #include <filesystem>
@@ -55,7 +58,41 @@ void check_against_runner(const PluginManifest& p) {
                       " one: rebuild the plugin against the runner's LibTorch");
 }
 
+// A plugin linked against a LibTorch whose libraries are named by version
+// (Debian's libc10.so.1.13) that is not this runner's: its headers may say
+// otherwise (built with another Torch_DIR's headers but the system's
+// libraries), its libraries would still be loaded.
+void check_needed(const std::string& path, const std::vector<std::string>& needed) {
+  static const std::regex versioned(R"((libtorch[a-z_]*|libc10[a-z_]*)\.so\.([0-9]+)\.([0-9]+))");
+  for (const auto& lib : needed) {
+    std::smatch m;
+    if (!std::regex_match(lib, m, versioned)) continue;
+    if (std::stoi(m[2]) == TORCH_VERSION_MAJOR && std::stoi(m[3]) == TORCH_VERSION_MINOR) continue;
+    throw PluginError("plugin " + path + " is linked against " + lib + " (LibTorch " + m[2].str() + "." +
+                      m[3].str() + "), this runner uses " + torch_version(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR) +
+                      ": rebuild the plugin against this runner's LibTorch (headers and libraries)");
+  }
+}
+
 }  // namespace
+
+void check_plugin_file(const std::string& path, const ElfPlugin& elf) {
+  if (elf.manifest && elf.manifest->struct_size >= kManifestV1Size) {
+    const gantry_manifest_v1& pre = *elf.manifest;
+    PluginManifest m;
+    m.path = path;
+    m.abi_major = pre.abi_major;
+    m.abi_minor = pre.abi_minor;
+    m.torch_major = pre.torch_major;
+    m.torch_minor = pre.torch_minor;
+    m.torch_patch = pre.torch_patch;
+    m.cxx11_abi = pre.cxx11_abi;
+    m.cuda = pre.cuda;
+    check_against_runner(m);
+  }
+  check_needed(path, elf.needed);
+}
+
 
 std::string PluginManifest::summary() const {
   std::ostringstream s;
@@ -84,6 +121,9 @@ std::shared_ptr<Plugin> Plugin::open(const std::string& path) {
   if (!fs::exists(st)) throw PluginError("plugin " + path + ": no such file");
   // dlopen of a FIFO or a device would block or read forever.
   if (!fs::is_regular_file(st)) throw PluginError("plugin " + path + " is not a regular file (a shared library)");
+  // Refuse another LibTorch's (or ABI's) plugin before loading it: loading
+  // would run its LibTorch's initializers in this process (plugin/elf_manifest.hpp).
+  if (const auto elf = read_plugin_elf(path)) check_plugin_file(path, *elf);
   // dlopen once ourselves for dlerror()'s precise message (wrong ELF, missing
   // dependency); Boost.DLL then takes its own reference.
   void* probe = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

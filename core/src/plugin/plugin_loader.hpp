@@ -1,6 +1,7 @@
-// Finding, checking and loading plugins. The manifest is read and checked
-// before any plugin code runs (beyond the library's static initialisers); a
-// System made by a plugin keeps the plugin's library loaded while it lives.
+// Finding, checking and loading plugins. The manifest is read from the file
+// and checked before the library is loaded (plugin/elf_manifest.hpp), and
+// again from the loaded library; a System made by a plugin keeps the
+// plugin's library loaded while it lives.
 #pragma once
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include "gantry/abi.hpp"
 #include "gantry/core_export.hpp"
 #include "gantry/system.hpp"
+#include "plugin/elf_manifest.hpp"
 
 namespace boost::dll {
 class shared_library;
@@ -61,5 +63,11 @@ class GANTRY_CORE_EXPORT Plugin {
 
 /// The runner's own build facts, compared against each plugin's manifest.
 GANTRY_CORE_EXPORT PluginManifest runner_manifest();
+
+/// What Plugin::open checks before loading `path`: the manifest read from the
+/// file against runner_manifest(), and that no library it needs is named for
+/// another LibTorch version (libc10.so.1.13 in a 2.x runner). Throws
+/// PluginError with one line naming the file and both sides.
+GANTRY_CORE_EXPORT void check_plugin_file(const std::string& path, const ElfPlugin& elf);
 
 }  // namespace gantry
