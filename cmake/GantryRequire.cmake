@@ -40,6 +40,8 @@ macro(gantry_find_tool var program what needed_for packages)
 endmacro()
 
 # ---- always: the engine and the runner --------------------------------------
+include(GantryTorchFirst)   # Torch_DIR's own libraries before the system's
+gantry_torch_first()
 find_package(Torch QUIET)
 gantry_require(Torch_FOUND "LibTorch" "gantry::core"
                "libtorch-dev (or set Torch_DIR to another LibTorch)")

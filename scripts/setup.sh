@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gantry needs (only those missing), then
-# configures and builds with the `dev` preset (or $GANTRY_PRESET).
+# configures and builds with the `dev` preset (or $GANTRY_PRESET). The `cuda`
+# preset builds against LibTorch 2.x from the torch wheel (scripts/torch2.sh
+# installs it into a virtual environment outside the tree).
 # Used by both README commands: scripts/demo.sh and scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,7 @@ packages=(
   libgtest-dev
   slurm-wlm munge            # the tests start a real single-host SLURM cluster
   python3-torch              # the tests load a checkpoint in Python; bench/ compares with it
+  python3-venv               # scripts/torch2.sh: LibTorch 2.x from the torch wheel, in a virtual environment
   iproute2                   # the tests put two ranks in separate network namespaces
   clang libclang-rt-14-dev   # the tests fuzz the stream decoder with libFuzzer
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
@@ -38,5 +41,9 @@ if ((${#missing[@]})); then
 fi
 
 preset="${GANTRY_PRESET:-dev}"
+if [[ $preset == cuda ]]; then
+  Torch_DIR=$(scripts/torch2.sh)
+  export Torch_DIR
+fi
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# README command 2: install what is missing, build, and run every test.
+# README command 2: install what is missing, build, and run every test, against
+# both supported LibTorch builds: Debian's 1.13 (`dev` preset, build/) and 2.x
+# from the torch wheel (`cuda` preset, build-cuda/: a CUDA LibTorch on a machine
+# without a GPU runs the CPU tests; *_CUDA tests are compiled and filtered out).
 # Then checks that what ran is the whole suite: every area is there (a part
 # left out of the build would silently drop its tests) and nothing was skipped.
+#   GANTRY_TEST_PRESETS="dev" scripts/test.sh    only one build
 # Extra arguments go to ctest (e.g. -R Config); the whole-suite check is then off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+presets=(${GANTRY_TEST_PRESETS:-dev cuda})
+for preset in "${presets[@]}"; do GANTRY_PRESET=$preset scripts/setup.sh; done
 
 # The tests of each area that are not GoogleTest cases, by name, and the
 # fewest GoogleTest cases the suite has (label `core`). A new test script goes here.
@@ -18,31 +23,42 @@ required=(
   fuzz:fuzz_wire_decoder
   gui:monitor_qtest gui:monitor_xvfb gui:view_xvfb
 )
-min_core=127
+required_cuda=(sdk:plugin_of_the_other_libtorch)
+min_core=129
 
-if (($# == 0)); then
-  missing=()
-  for entry in "${required[@]}"; do
+check_whole() {  # preset
+  local preset=$1 missing=() entry label name listed core
+  local want=("${required[@]}")
+  [[ $preset == cuda ]] && want+=("${required_cuda[@]}")
+  for entry in "${want[@]}"; do
     label=${entry%%:*} name=${entry#*:}
-    listed=$(ctest --preset dev -N -L "^${label}\$")
+    listed=$(ctest --preset "$preset" -N -L "^${label}\$")
     grep -qE "Test +#[0-9]+: ${name}\$" <<<"$listed" || missing+=("$name ($label)")
   done
-  core=$(ctest --preset dev -N -L '^core$' | sed -n 's/^Total Tests: //p')
+  core=$(ctest --preset "$preset" -N -L '^core$' | sed -n 's/^Total Tests: //p')
   ((core >= min_core)) || missing+=("GoogleTest cases: $core of at least $min_core (core)")
   if ((${#missing[@]})); then
-    echo "test.sh: the suite is incomplete, these tests are not in the build: ${missing[*]}" >&2
-    echo "test.sh: configure output says which part was left out (build/CMakeCache.txt, cmake --preset dev)" >&2
-    exit 1
+    echo "test.sh [$preset]: the suite is incomplete, these tests are not in the build: ${missing[*]}" >&2
+    echo "test.sh [$preset]: configure output says which part was left out (cmake --preset $preset)" >&2
+    return 1
   fi
-  echo "test.sh: the whole suite is there: $core GoogleTest cases and ${#required[@]} area tests (sdk, slurm, distributed, python, fuzz, gui)"
-fi
+  echo "test.sh [$preset]: the whole suite is there: $core GoogleTest cases and ${#want[@]} area tests"
+}
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-ctest --preset dev "$@" 2>&1 | tee "$log" || status=$?
-if grep -qE '\*\*\*Skipped|Not Run' "$log"; then
-  echo "test.sh: some tests were skipped or not run (see above): the suite must run whole here (as root)" >&2
-  ((status)) || status=1
-fi
+for preset in "${presets[@]}"; do
+  if (($# == 0)); then check_whole "$preset" || { status=1; continue; }; fi
+  dir=build; [[ $preset == cuda ]] && dir=build-cuda
+  echo "test.sh [$preset]: $("$dir/bin/gantry" --version | head -1)"
+  one=0
+  ctest --preset "$preset" "$@" 2>&1 | tee "$log" || one=$?
+  if grep -qE '\*\*\*Skipped|Not Run' "$log"; then
+    echo "test.sh [$preset]: some tests were skipped or not run (see above): the suite must run whole here (as root)" >&2
+    ((one)) || one=1
+  fi
+  ((one)) && status=1
+  echo "test.sh [$preset]: $( ((one)) && echo FAILED || echo passed)"
+done
 exit "$status"

@@ -5,6 +5,7 @@
 #include "train/checkpoint.hpp"
 #include "config/errors.hpp"
 #include "support.hpp"
+#include "train/fused_adam.hpp"
 #include "train/trainer.hpp"
 
 using namespace gantry;
@@ -55,7 +56,7 @@ TEST(Checkpoint, RoundTripRestoresWeightsOptimizerStateStepAndRng) {
   for (const auto& o : opts) {
     auto& adam = dynamic_cast<torch::optim::Adam&>(*o.optimizer);
     for (const auto& p : adam.param_groups()[0].params()) {
-      const auto key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const auto key = gantry::optimizer_state_key(p);
       ASSERT_TRUE(adam.state().count(key)) << o.name;
       const auto& st = static_cast<const torch::optim::AdamParamState&>(*adam.state().at(key));
       EXPECT_EQ(st.step(), 5) << o.name;

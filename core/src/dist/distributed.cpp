@@ -62,6 +62,22 @@ std::string local_address_towards(const std::string& host, int port) {
   return out;
 }
 
+// LibTorch 1.13: ProcessGroupGloo is itself a c10d::ProcessGroup. 2.x: it is
+// a c10d::Backend, and a ProcessGroup dispatches to it by device type.
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                       int size,
+                                                       c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options) {
+#if TORCH_VERSION_MAJOR >= 2
+  auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, std::move(options));
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
+  return group;
+#else
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, std::move(options));
+#endif
+}
+
 }  // namespace
 
 // Every rank bumps gantry/beat/<rank> twice a second over its own store
@@ -181,8 +197,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   else
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   try {
-    pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
-        c10::make_intrusive<c10d::PrefixStore>("gloo", store_), env.rank, env.world_size, gloo);
+    pg_ = make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("gloo", store_), env.rank, env.world_size, gloo);
   } catch (const std::exception& e) {
     throw Error(me + ": cannot connect the Gloo process group: " + error_text(e));
   }
@@ -327,11 +342,24 @@ GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transpor
   // Gradients become ready last layer first: reduce the buckets in that order (as DDP does).
   std::reverse(buckets.begin(), buckets.end());
   std::reverse(limits.begin(), limits.end());
+#if TORCH_VERSION_MAJOR >= 2
+  // 2.x takes no per-bucket limits (they are the buckets' own); the caps to
+  // rebuild buckets with after the first backward are DDP's two.
+  (void)limits;
+  reducer_ = std::make_shared<c10d::Reducer>(std::move(params), std::move(buckets), pg.group(), sparse, kBucket,
+                                             /*find_unused_parameters=*/false,
+                                             /*gradient_as_bucket_view=*/false,
+                                             std::unordered_map<size_t, std::string>{}, kFirstBucket,
+                                             /*skip_all_reduce_unused_params=*/false,
+                                             /*use_python_reducer=*/false,
+                                             std::vector<int64_t>{kFirstBucket, kBucket});
+#else
   reducer_ = std::make_shared<c10d::Reducer>(std::move(params), std::move(buckets), std::move(limits),
                                              pg.group(), sparse, kBucket,
                                              /*find_unused_parameters=*/false,
                                              /*gradient_as_bucket_view=*/false,
                                              std::unordered_map<size_t, std::string>{}, kFirstBucket);
+#endif
   if (fp16) reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
 }
 

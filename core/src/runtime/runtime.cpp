@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -27,6 +28,12 @@ std::string error_text(const std::exception& e) {
 
 BlasInfo detect_blas() {
   BlasInfo info;
+  // The torch wheel's LibTorch (2.x) carries MKL inside itself: its products
+  // never reach a libblas.so.3, whatever the loader resolves sgemm_ to.
+  if (at::show_config().find("BLAS_INFO=mkl") != std::string::npos) {
+    info.name = "MKL (built into LibTorch)";
+    return info;
+  }
   // LibTorch is loaded, so its BLAS is too: ask the loader who provides sgemm_.
   void* sym = ::dlsym(RTLD_DEFAULT, "sgemm_");
   Dl_info dl{};

@@ -13,13 +13,14 @@
 namespace gantry {
 
 struct BlasInfo {
-  std::string name;   ///< "OpenBLAS", "reference BLAS", "MKL", "BLIS" or "unknown"
+  std::string name;   ///< "OpenBLAS", "reference BLAS", "MKL", "MKL (built into LibTorch)", "BLIS" or "unknown"
   std::string path;   ///< the library that provides dgemm_/sgemm_
   bool reference = false;  ///< Netlib's reference BLAS: ~40x slower at matrix products
 };
 
 /// Which BLAS LibTorch's matrix products go to (Debian's LibTorch calls
-/// whatever libblas.so.3 the alternatives system selects).
+/// whatever libblas.so.3 the alternatives system selects; the torch wheel's
+/// has MKL built in).
 /// The message of any exception, without LibTorch's C++ backtrace.
 GANTRY_CORE_EXPORT std::string error_text(const std::exception& e);
 

@@ -1,5 +1,8 @@
 #include "train/fused_adam.hpp"
 
+#include <sstream>
+#include <type_traits>
+
 #include "train/fused_adam_kernel.hpp"
 
 #include <ATen/Parallel.h>
@@ -60,7 +63,7 @@ void step_param(torch::optim::Optimizer& opt, const torch::optim::AdamOptions& o
     grad.copy_(g);
   }
   auto& state = opt.state();
-  const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+  const OptimizerStateKey key = optimizer_state_key(p);
   auto it = state.find(key);
   if (it == state.end()) {  // as Adam::step initialises it
     auto s = std::make_unique<torch::optim::AdamParamState>();
@@ -96,6 +99,23 @@ void step_param(torch::optim::Optimizer& opt, const torch::optim::AdamOptions& o
 }
 
 }  // namespace
+
+namespace {
+
+template <class Key>  // a template, so that only the branch for this LibTorch's key type is compiled
+Key state_key(const torch::Tensor& p) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream s;  // as 1.13's c10::guts::to_string prints the pointer
+    s << static_cast<const void*>(p.unsafeGetTensorImpl());
+    return s.str();
+  } else {
+    return static_cast<Key>(p.unsafeGetTensorImpl());
+  }
+}
+
+}  // namespace
+
+OptimizerStateKey optimizer_state_key(const torch::Tensor& p) { return state_key<OptimizerStateKey>(p); }
 
 void fused_adam_step(torch::optim::Optimizer& opt) {
   torch::NoGradGuard no_grad;

@@ -14,6 +14,11 @@
 
 namespace gantry {
 
+/// The key of a parameter's state in torch::optim::Optimizer::state(): its
+/// TensorImpl's address, printed as text in LibTorch 1.13, the pointer in 2.x.
+using OptimizerStateKey = std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+GANTRY_CORE_EXPORT OptimizerStateKey optimizer_state_key(const torch::Tensor& p);
+
 /// Whether fused_adam_step can do `opt`'s next step: a torch::optim::Adam
 /// without amsgrad whose parameters are dense float32 on the CPU (contiguous,
 /// or dense in another order of dimensions, as a transposed weight).
@@ -48,7 +53,8 @@ class GANTRY_CORE_EXPORT AdamInBackward {
   std::shared_ptr<torch::optim::Optimizer> opt_;
   std::vector<torch::Tensor> params_;
   std::vector<const torch::optim::AdamOptions*> options_;  // params_[i]'s group options
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // the hooked nodes, kept alive
+  // The hooked nodes, kept alive (a shared_ptr in LibTorch 1.13, an intrusive_ptr in 2.x).
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()))> accumulators_;
   std::shared_ptr<bool> armed_;  // hooks step only during backward_and_step
 };
 
