@@ -23,7 +23,7 @@ required=(
   fuzz:fuzz_wire_decoder
   gui:monitor_qtest gui:monitor_xvfb gui:view_xvfb
 )
-required_cuda=(sdk:plugin_of_the_other_libtorch)
+required_cuda=(sdk:plugin_of_the_other_libtorch python:tensorboard_reads_gantry_events python:lightning_loads_checkpoint)
 min_core=129
 
 check_whole() {  # preset

@@ -10,16 +10,23 @@
 # the first time, ~90 s here; 5.3 GiB on disk).
 set -euo pipefail
 version=${GANTRY_TORCH2_VERSION:-2.15.0}
+# Beside it, for the tests that read gantry's files with the ecosystem's own readers.
+extras=("pytorch-lightning==2.6.6" "tensorboard==2.21.0")
 venv=${GANTRY_TORCH2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/gantry/torch-$version}
 py=$venv/bin/python
 
-have() { [[ -x $py ]] && "$py" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$version')" 2>/dev/null; }
+have() {
+  [[ -x $py ]] && "$py" - <<PY 2>/dev/null
+import sys, importlib.metadata as md
+import torch
+sys.exit(torch.__version__.split('+')[0] != '$version' or md.version('pytorch-lightning') != '2.6.6'
+         or md.version('tensorboard') != '2.21.0')
+PY
+}
 if ! have; then
-  echo "torch2: installing torch==$version into $venv (once; reused by later runs)" >&2
-  rm -rf "$venv"
-  mkdir -p "$(dirname "$venv")"
-  /usr/bin/python3 -m venv "$venv"
-  "$py" -m pip install -q --disable-pip-version-check "torch==$version" >&2
-  have || { echo "torch2: $venv has no working torch $version after pip install" >&2; exit 1; }
+  echo "torch2: installing torch==$version ${extras[*]} into $venv (once; reused by later runs)" >&2
+  [[ -x $py ]] || { mkdir -p "$(dirname "$venv")"; /usr/bin/python3 -m venv "$venv"; }
+  "$py" -m pip install -q --disable-pip-version-check "torch==$version" "${extras[@]}" >&2
+  have || { echo "torch2: $venv lacks torch $version or ${extras[*]} after pip install" >&2; exit 1; }
 fi
 "$py" -c "import torch.utils, os; print(os.path.join(torch.utils.cmake_prefix_path, 'Torch'))" 2>/dev/null

@@ -14,6 +14,8 @@
 #include "config/files.hpp"
 #include "gantry/version.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 namespace gantry {
 
 namespace {
@@ -108,6 +110,42 @@ int64_t get_int(const GenericDict& d, const char* key, const std::string& path) 
   return d.at(key).toInt();
 }
 
+// Lightning's `hyper_parameters`: the system section of the resolved config
+// (the plugin's own keys), numbers, booleans, strings and lists of them, so
+// that LightningModule.load_from_checkpoint can build the module from it.
+GenericDict hyper_parameters(const std::string& config_yaml) {
+  GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  YAML::Node system;
+  try {
+    system = YAML::Load(config_yaml)["system"];
+  } catch (const YAML::Exception&) {
+    return out;
+  }
+  auto scalar = [](const YAML::Node& n) -> torch::IValue {
+    int64_t i = 0;
+    double d = 0;
+    bool b = false;
+    if (n.Tag() == "?" && YAML::convert<int64_t>::decode(n, i)) return i;
+    if (n.Tag() == "?" && YAML::convert<double>::decode(n, d)) return d;
+    if (n.Tag() == "?" && YAML::convert<bool>::decode(n, b)) return b;
+    return n.Scalar();
+  };
+  if (!system.IsMap()) return out;
+  for (const auto& kv : system) {
+    const std::string key = kv.first.Scalar();
+    if (key == "plugin") continue;
+    if (kv.second.IsScalar()) {
+      out.insert(key, scalar(kv.second));
+    } else if (kv.second.IsSequence()) {
+      c10::impl::GenericList list(c10::AnyType::get());
+      for (const auto& x : kv.second)
+        if (x.IsScalar()) list.push_back(scalar(x));
+      out.insert(key, list);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const std::vector<NamedModule>& modules,
@@ -155,6 +193,10 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
   c10::Dict<std::string, torch::Tensor> trainer_state;
   for (const auto& [key, t] : state.extra) trainer_state.insert(key, t.detach().cpu().contiguous());
   top.insert("trainer_state", trainer_state);
+  // Lightning's own keys: the layout above is Lightning 2.0's (no migration
+  // applies to it), and the module's constructor arguments.
+  top.insert("pytorch-lightning_version", std::string("2.0.0"));
+  top.insert("hyper_parameters", hyper_parameters(meta.config_yaml));
   top.insert("checksum", crc_text(content_crc(top)));
   const std::vector<char> bytes = torch::pickle_save(top);
   try {
