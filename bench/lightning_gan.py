@@ -1,0 +1,111 @@
+"""Lightning's own basic GAN (the tutorial's LightningModule: manual
+optimization, toggle_optimizer, two Adams) trained by pytorch-lightning's
+Trainer on the same Fashion-MNIST, batch and thread count as gantry's demo, on
+the CPU; --ranks 2: Lightning's DDP (strategy "ddp", Gloo) on 2 processes.
+Run with the Python of scripts/torch2.sh's venv. Prints "samples_per_s X"
+(global) over the steps after the warm-up."""
+import argparse, gzip, time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import pytorch_lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Generator(nn.Module):
+    def __init__(self, latent_dim, img_shape):
+        super().__init__()
+        self.img_shape = img_shape
+        def block(in_feat, out_feat, normalize=True):
+            layers = [nn.Linear(in_feat, out_feat)]
+            if normalize:
+                layers.append(nn.BatchNorm1d(out_feat, 0.8))
+            layers.append(nn.LeakyReLU(0.2, inplace=True))
+            return layers
+        self.model = nn.Sequential(*block(latent_dim, 128, normalize=False), *block(128, 256), *block(256, 512),
+                                   *block(512, 1024), nn.Linear(1024, int(np.prod(img_shape))), nn.Tanh())
+    def forward(self, z):
+        img = self.model(z)
+        return img.view(img.size(0), *self.img_shape)
+
+
+class Discriminator(nn.Module):
+    def __init__(self, img_shape):
+        super().__init__()
+        self.model = nn.Sequential(nn.Linear(int(np.prod(img_shape)), 512), nn.LeakyReLU(0.2, inplace=True),
+                                   nn.Linear(512, 256), nn.LeakyReLU(0.2, inplace=True), nn.Linear(256, 1))
+    def forward(self, img):
+        return self.model(img.view(img.size(0), -1))  # a logit: BCE with logits, as gantry's GAN
+
+
+class GAN(L.LightningModule):
+    def __init__(self, channels=1, width=28, height=28, latent_dim=100, lr=0.0002, b1=0.5, b2=0.999):
+        super().__init__()
+        self.save_hyperparameters()
+        self.automatic_optimization = False
+        self.generator = Generator(latent_dim, (channels, width, height))
+        self.discriminator = Discriminator((channels, width, height))
+
+    def training_step(self, batch):
+        imgs, = batch
+        opt_g, opt_d = self.optimizers()
+        z = torch.randn(imgs.shape[0], self.hparams.latent_dim).type_as(imgs)
+        valid = torch.ones(imgs.size(0), 1).type_as(imgs)
+        fake = torch.zeros(imgs.size(0), 1).type_as(imgs)
+        self.toggle_optimizer(opt_g)
+        generated = self.generator(z)
+        g_loss = F.binary_cross_entropy_with_logits(self.discriminator(generated), valid)
+        self.log("g_loss", g_loss)
+        self.manual_backward(g_loss)
+        opt_g.step()
+        opt_g.zero_grad()
+        self.untoggle_optimizer(opt_g)
+        self.toggle_optimizer(opt_d)
+        d_loss = (F.binary_cross_entropy_with_logits(self.discriminator(imgs), valid) +
+                  F.binary_cross_entropy_with_logits(self.discriminator(generated.detach()), fake)) / 2
+        self.log("d_loss", d_loss)
+        self.manual_backward(d_loss)
+        opt_d.step()
+        opt_d.zero_grad()
+        self.untoggle_optimizer(opt_d)
+
+    def configure_optimizers(self):
+        h = self.hparams
+        return [torch.optim.Adam(self.generator.parameters(), lr=h.lr, betas=(h.b1, h.b2)),
+                torch.optim.Adam(self.discriminator.parameters(), lr=h.lr, betas=(h.b1, h.b2))], []
+
+
+class Clock(L.Callback):
+    """Wall time from the end of batch `warmup` to the end of the last."""
+    def __init__(self, warmup):
+        self.warmup, self.t0, self.t1, self.steps = warmup, None, None, 0
+    def on_train_batch_end(self, trainer, *args):
+        self.steps += 1
+        if self.steps == self.warmup:
+            self.t0 = time.perf_counter()
+        self.t1 = time.perf_counter()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--warmup", type=int, default=100)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    L.seed_everything(42, verbose=False)
+    raw = np.frombuffer(gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").read()[16:], np.uint8)
+    data = torch.from_numpy(raw.copy()).float().div(127.5).sub(1).view(-1, 1, 28, 28)
+    loader = DataLoader(TensorDataset(data), batch_size=args.batch, shuffle=True, drop_last=True)
+    clock = Clock(args.warmup)
+    trainer = L.Trainer(accelerator="cpu", devices=args.ranks, strategy="ddp" if args.ranks > 1 else "auto",
+                        # manual optimization: global_step counts optimizer steps, 2 per batch
+                        max_steps=2 * args.steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=[clock])
+    trainer.fit(GAN(), loader)
+    if trainer.global_rank == 0:
+        print(f"samples_per_s {(clock.steps - args.warmup) * args.batch * args.ranks / (clock.t1 - clock.t0):.1f}")
