@@ -1,7 +1,9 @@
 """Lightning's own basic GAN (the tutorial's LightningModule: manual
 optimization, toggle_optimizer, two Adams) trained by pytorch-lightning's
 Trainer on the same Fashion-MNIST, batch and thread count as gantry's demo, on
-the CPU; --ranks 2: Lightning's DDP (strategy "ddp", Gloo) on 2 processes.
+the CPU; --ranks 2: Lightning's DDP (Gloo) on 2 processes, with
+find_unused_parameters (one DDP wrapper over G and D: plain "ddp" stops with
+"parameters that were not used in producing the loss", as Lightning says).
 Run with the Python of scripts/torch2.sh's venv. Prints "samples_per_s X"
 (global) over the steps after the warm-up."""
 import argparse, gzip, time
@@ -102,7 +104,7 @@ if __name__ == "__main__":
     data = torch.from_numpy(raw.copy()).float().div(127.5).sub(1).view(-1, 1, 28, 28)
     loader = DataLoader(TensorDataset(data), batch_size=args.batch, shuffle=True, drop_last=True)
     clock = Clock(args.warmup)
-    trainer = L.Trainer(accelerator="cpu", devices=args.ranks, strategy="ddp" if args.ranks > 1 else "auto",
+    trainer = L.Trainer(accelerator="cpu", devices=args.ranks, strategy="ddp_find_unused_parameters_true" if args.ranks > 1 else "auto",
                         # manual optimization: global_step counts optimizer steps, 2 per batch
                         max_steps=2 * args.steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[clock])

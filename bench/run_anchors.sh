@@ -40,8 +40,8 @@ for r in $(seq "$rounds"); do
     all[p215.$n]+="$(loop_run "$py2" "$n") "
     l=$(lightning_run "$n")
     all[l.$n]+="$l "
-    ratio[g13.$n]+="$(echo "$(echo "${all[g13.$n]}" | awk '{print $NF}') / $l" | bc -l) "
-    ratio[g215.$n]+="$(echo "$(echo "${all[g215.$n]}" | awk '{print $NF}') / $l" | bc -l) "
+    ratio[g13.$n]+="$(printf '%.2f' "$(echo "$(echo "${all[g13.$n]}" | awk '{print $NF}') / $l" | bc -l)") "
+    ratio[g215.$n]+="$(printf '%.2f' "$(echo "$(echo "${all[g215.$n]}" | awk '{print $NF}') / $l" | bc -l)") "
   done
   echo "round $r: 1 rank: gantry 1.13 ${all[g13.1]}| gantry 2.15 ${all[g215.1]}| loop 1.13 ${all[p13.1]}| loop 2.15 ${all[p215.1]}| Lightning ${all[l.1]}" >&2
   echo "round $r: 2 ranks: gantry 1.13 ${all[g13.2]}| gantry 2.15 ${all[g215.2]}| loop 1.13 ${all[p13.2]}| loop 2.15 ${all[p215.2]}| Lightning ${all[l.2]}" >&2

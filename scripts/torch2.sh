@@ -12,7 +12,7 @@ set -euo pipefail
 version=${GANTRY_TORCH2_VERSION:-2.15.0}
 # Beside it, for the tests that read gantry's files with the ecosystem's own readers.
 extras=("pytorch-lightning==2.6.6" "tensorboard==2.21.0")
-venv=${GANTRY_TORCH2_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/gantry/torch-$version}
+venv=${GANTRY_TORCH2_VENV:-${XDG_CACHE_HOME:-${HOME:-/var/cache}/.cache}/gantry/torch-$version}
 py=$venv/bin/python
 
 have() {
