@@ -43,12 +43,15 @@ class Discriminator(nn.Module):
 
 
 class GAN(L.LightningModule):
-    def __init__(self, channels=1, width=28, height=28, latent_dim=100, lr=0.0002, b1=0.5, b2=0.999):
+    def __init__(self, channels=1, width=28, height=28, latent_dim=100, lr=0.0002, b1=0.5, b2=0.999, **kwargs):
         super().__init__()
         self.save_hyperparameters()
         self.automatic_optimization = False
         self.generator = Generator(latent_dim, (channels, width, height))
         self.discriminator = Discriminator((channels, width, height))
+
+    def forward(self, z):
+        return self.generator(z)
 
     def training_step(self, batch):
         imgs, = batch

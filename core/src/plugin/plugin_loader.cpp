@@ -58,6 +58,24 @@ void check_against_runner(const PluginManifest& p) {
                       " one: rebuild the plugin against the runner's LibTorch");
 }
 
+// The runner's copy of a manifest (strings only when the plugin is loaded:
+// a manifest read from the file has null pointers).
+PluginManifest manifest_of(const gantry_manifest_v1& raw, const std::string& path) {
+  PluginManifest m;
+  m.path = path;
+  m.name = raw.name ? raw.name : "";
+  m.version = raw.version ? raw.version : "";
+  m.description = raw.description ? raw.description : "";
+  m.abi_major = raw.abi_major;
+  m.abi_minor = raw.abi_minor;
+  m.torch_major = raw.torch_major;
+  m.torch_minor = raw.torch_minor;
+  m.torch_patch = raw.torch_patch;
+  m.cxx11_abi = raw.cxx11_abi;
+  m.cuda = raw.cuda;
+  return m;
+}
+
 // A plugin linked against a LibTorch whose libraries are named by version
 // (Debian's libc10.so.1.13) that is not this runner's: its headers may say
 // otherwise (built with another Torch_DIR's headers but the system's
@@ -78,17 +96,7 @@ void check_needed(const std::string& path, const std::vector<std::string>& neede
 
 void check_plugin_file(const std::string& path, const ElfPlugin& elf) {
   if (elf.manifest && elf.manifest->struct_size >= kManifestV1Size) {
-    const gantry_manifest_v1& pre = *elf.manifest;
-    PluginManifest m;
-    m.path = path;
-    m.abi_major = pre.abi_major;
-    m.abi_minor = pre.abi_minor;
-    m.torch_major = pre.torch_major;
-    m.torch_minor = pre.torch_minor;
-    m.torch_patch = pre.torch_patch;
-    m.cxx11_abi = pre.cxx11_abi;
-    m.cuda = pre.cuda;
-    check_against_runner(m);
+    check_against_runner(manifest_of(*elf.manifest, path));
   }
   check_needed(path, elf.needed);
 }
@@ -148,17 +156,7 @@ std::shared_ptr<Plugin> Plugin::open(const std::string& path) {
                       std::to_string(kManifestV1Size) + " expected)");
   auto plugin = std::shared_ptr<Plugin>(new Plugin());
   PluginManifest& m = plugin->manifest_;
-  m.path = path;
-  m.name = raw.name ? raw.name : "";
-  m.version = raw.version ? raw.version : "";
-  m.description = raw.description ? raw.description : "";
-  m.abi_major = raw.abi_major;
-  m.abi_minor = raw.abi_minor;
-  m.torch_major = raw.torch_major;
-  m.torch_minor = raw.torch_minor;
-  m.torch_patch = raw.torch_patch;
-  m.cxx11_abi = raw.cxx11_abi;
-  m.cuda = raw.cuda;
+  m = manifest_of(raw, path);
   check_against_runner(m);
   if (!lib->has("gantry_create"))
     throw PluginError("plugin " + path + " (" + m.name +
