@@ -39,11 +39,13 @@ using namespace gantry;
 
 namespace {
 
-std::string join_shape(const torch::Tensor& images) {
+// One sample's shape as "1x28x28".
+std::string join_shape(c10::IntArrayRef sample) {
   std::string s;
-  for (int64_t i = 1; i < images.dim(); ++i) s += (i > 1 ? "x" : "") + std::to_string(images.size(i));
+  for (size_t i = 0; i < sample.size(); ++i) s += (i ? "x" : "") + std::to_string(sample[i]);
   return s;
 }
+std::string join_shape(const torch::Tensor& batch) { return join_shape(batch.sizes().slice(1)); }
 
 // The one line describing the engine, printed at the start of train/validate.
 void print_banner(const Experiment& e, int threads) {
@@ -239,8 +241,7 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
     const ImageDataset train = load_train_data(cfg, spec, true);
     if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)
       throw DataError(train.images_file + ": samples are " + join_shape(train.images) + ", plugin " +
-                      exp.plugin->manifest().name + " expects " + join_shape(torch::empty(
-                          [&] { auto v = spec.shape; v.insert(v.begin(), 0); return v; }())) +
+                      exp.plugin->manifest().name + " expects " + join_shape(spec.shape) +
                       " (see the plugin's system.* shape keys)");
     if (cfg.trainer.val_every_n_epochs > 0) {
       const ImageDataset val = load_split(cfg.data, Split::kVal, spec.shape);
