@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gantry-monitor as a user runs it, on a real X server (Xvfb, started here by
-# xvfb-run and stopped with it): a live run watched through the exact line the
+# start_xvfb and stopped with the script): a live run watched through the exact line the
 # runner printed, then the finished run opened from its directory, then a
 # mistyped target. Each view is grabbed to a PNG (left in WORK_DIR).
 #   monitor_xvfb.sh GANTRY GANTRY_MONITOR CONFIG WORK_DIR
@@ -8,6 +8,7 @@ set -uo pipefail
 gantry=$(realpath "$1") monitor=$(realpath "$2") config=$(realpath "$3") work=$4
 source "$(dirname "$0")/xvfb_common.sh"
 rm -rf "$work" && mkdir -p "$work/home" && cd "$work" || exit 1
+start_xvfb "$PWD"
 export HOME="$work/home"   # QSettings of this test stay here
 
 # 1. Live: start a run, paste its monitor line, watch it to the end.
@@ -26,7 +27,7 @@ echo "live: watched to the end, live.png ${w}x${h}, $orange g_loss pixels, $blue
 t0=$(date +%s%N)
 x "$monitor" runs/gan_fashion_mnist/latest --screenshot offline.png --size 1280x800 --timeout 60 > offline.log 2>&1 \
   || fail "gantry-monitor (offline) failed: $(cat offline.log)"
-echo "offline: screenshot offline.png ($(( ($(date +%s%N) - t0) / 1000000 )) ms with Xvfb start-up)"
+echo "offline: screenshot offline.png ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
 [[ $(stat -c %s offline.png) -gt 20000 ]] || fail "offline.png is suspiciously small"
 
 # 3. A mistyped target: one clear line, exit 2, no window needed.

@@ -8,6 +8,7 @@ set -uo pipefail
 gantry=$(realpath "$1") view=$(realpath "$2") config=$(realpath "$3") work=$4
 source "$(dirname "$0")/xvfb_common.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+start_xvfb "$PWD"
 
 check_shot() {  # FILE: the window's size, both curves, the newest grid exactly
   read -r w h orange blue < <(png_check stats "$1") || fail "$1 is not a readable PNG"
