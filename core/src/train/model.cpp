@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "train/fused_adam.hpp"
+#include "train/precision.hpp"
 #include "train/weight_layout.hpp"
 
 namespace gantry {
@@ -30,6 +31,12 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
       [this](const std::string& tag, const torch::Tensor& images, double low, double high) {
         if (image_sink_) image_sink_(tag, ctx_->global_step(), images, low, high);
       });
+  bf16_ = is_bf16_mixed(cfg().trainer.precision);
+  ctx_->set_bf16(bf16_);
+  if (bf16_ && accel_.is_zero())
+    std::printf("precision: bf16-mixed (autocast on %s: matmuls in bfloat16; weights, gradients and "
+                "optimizer state float32)\n",
+                accel_.device().is_cuda() ? "CUDA" : "the CPU");
   if (!cfg().trainer.resume.empty()) {
     resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank);
     if (abi_minor() >= 1) {  // a 1.0 plugin's vtable has no load_extra_state
@@ -144,6 +151,7 @@ const std::vector<LoggedValue>& Model::training_step(const Batch& batch, const T
   ctx_->begin(state.global_step, state.epoch);
   ctx_->set_batch_source(std::move(more));
   try {
+    AutocastScope autocast(accel_.device(), bf16_);
     call("training_step", state.global_step, [&] { exp_.system->training_step(batch, *ctx_); });
   } catch (...) {
     ctx_->set_batch_source(nullptr);
@@ -155,6 +163,7 @@ const std::vector<LoggedValue>& Model::training_step(const Batch& batch, const T
 
 const std::vector<LoggedValue>& Model::validation_step(const Batch& batch, const TrainState& state) {
   ctx_->begin(state.global_step, state.epoch);
+  AutocastScope autocast(accel_.device(), bf16_);
   call("validation_step", state.global_step, [&] { exp_.system->validation_step(batch, *ctx_); });
   return ctx_->values();
 }
@@ -162,6 +171,7 @@ const std::vector<LoggedValue>& Model::validation_step(const Batch& batch, const
 const std::vector<LoggedValue>& Model::log_samples(const TrainState& state) {
   EvalScope eval(*this);
   ctx_->begin(state.global_step, state.epoch);
+  AutocastScope autocast(accel_.device(), bf16_);
   call("log_samples", state.global_step, [&] { exp_.system->log_samples(*ctx_); });
   return ctx_->values();
 }

@@ -97,6 +97,7 @@ class Model {
   TrainState resumed_;
   ImageSink image_sink_;
   std::unique_ptr<StepContextImpl> ctx_;
+  bool bf16_ = false;  // trainer.precision=bf16-mixed: the hooks run under autocast
 };
 
 }  // namespace gantry

@@ -4,6 +4,7 @@
 
 #include "config/errors.hpp"
 #include "runtime/runtime.hpp"
+#include "train/precision.hpp"
 
 namespace gantry {
 
@@ -40,8 +41,10 @@ void StepContextImpl::backward(OptimizerSlot& slot, const torch::Tensor& loss, c
   // Backward into this optimizer's parameters only: autograd skips the weight
   // gradients of every other module (what Lightning's toggle_optimizer is for,
   // without having to call it before the forward).
+  AutocastScope paused(device_, bf16_, AutocastScope::Mode::kOff);
   if (slot.in_backward) {
     slot.in_backward->backward_and_step(loss);
+    if (bf16_) autocast_weights_changed();
     return;
   }
   if (slot.sync) {
@@ -73,6 +76,7 @@ void StepContextImpl::step(OptimizerSlot& slot) {
   else
     slot.optimizer->step();
   for (auto& p : slot.params) p.mutable_grad().reset();  // zero_grad(set_to_none=True)
+  if (bf16_) autocast_weights_changed();
 }
 
 void StepContextImpl::log(const std::string& name, const torch::Tensor& value, bool sync) {

@@ -71,6 +71,9 @@ class StepContextImpl final : public StepContext {
     TORCH_CHECK(batch_source_, "ctx.next_batch() is for training_step (no batches to draw here)");
     return batch_source_();
   }
+  /// trainer.precision=bf16-mixed: backward runs with autocast paused, and a
+  /// step drops autocast's cached bf16 weights.
+  void set_bf16(bool on) { bf16_ = on; }
   /// What next_batch() draws from (the loop's loader); null outside training_step.
   void set_batch_source(std::function<std::optional<Batch>()> source) { batch_source_ = std::move(source); }
 
@@ -91,6 +94,7 @@ class StepContextImpl final : public StepContext {
   ImageSink image_sink_;
   std::function<std::optional<Batch>()> batch_source_;
   int64_t step_ = 0, epoch_ = 0;
+  bool bf16_ = false;
   std::vector<LoggedValue> values_;
 };
 
