@@ -77,6 +77,10 @@ Batch DataLoader::make_batch(const int64_t* idx, int64_t n) const {
                       (b.input.defined() && b.input.dim() > 0 ? std::to_string(b.input.size(0)) : std::string("no")) +
                       " samples for " + std::to_string(n) + " indices");
     b.struct_size = sizeof(Batch);
+    if (opt_.pin_memory) {
+      if (b.input.device().is_cpu() && !b.input.is_pinned()) b.input = b.input.pin_memory();
+      if (b.target.defined() && b.target.device().is_cpu() && !b.target.is_pinned()) b.target = b.target.pin_memory();
+    }
     return b;
   }
   const auto& images = data_->images;
@@ -84,7 +88,7 @@ Batch DataLoader::make_batch(const int64_t* idx, int64_t n) const {
   std::vector<int64_t> shape = images.sizes().vec();
   shape[0] = n;
   Batch b;
-  b.input = torch::empty(shape, torch::kFloat32);
+  b.input = torch::empty(shape, torch::TensorOptions(torch::kFloat32).pinned_memory(opt_.pin_memory));
   const uint8_t* src = images.data_ptr<uint8_t>();
   float* dst = b.input.data_ptr<float>();
   const float scale = static_cast<float>((opt_.high - opt_.low) / 255.0);
@@ -95,7 +99,7 @@ Batch DataLoader::make_batch(const int64_t* idx, int64_t n) const {
     for (int64_t j = 0; j < sample; ++j) d[j] = static_cast<float>(s[j]) * scale + offset;
   }
   if (data_->labels.defined()) {
-    b.target = torch::empty({n}, torch::kInt64);
+    b.target = torch::empty({n}, torch::TensorOptions(torch::kInt64).pinned_memory(opt_.pin_memory));
     const int64_t* l = data_->labels.data_ptr<int64_t>();
     int64_t* t = b.target.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) t[i] = l[idx[i]];

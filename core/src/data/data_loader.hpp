@@ -25,6 +25,7 @@ struct LoaderOptions {
   int world_size = 1;
   double low = -1.0;   ///< pixel 0 ->
   double high = 1.0;   ///< pixel 255 ->
+  bool pin_memory = false;  ///< batches in page-locked memory (a CUDA build copying to a GPU)
 };
 
 class GANTRY_CORE_EXPORT DataLoader {

@@ -25,6 +25,9 @@
 
 #include "config/errors.hpp"
 #include "runtime/runtime.hpp"
+#if GANTRY_WITH_CUDA
+#include "dist/cuda.hpp"
+#endif
 
 namespace gantry {
 
@@ -142,7 +145,7 @@ std::string ProcessGroup::silent_ranks() {
   }
 }
 
-ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout)
+ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl)
     : env_(env), timeout_(timeout) {
   env_.master_addr = resolve_master_host(env.master_addr);
   const std::string where = env_.master_addr + ":" + std::to_string(env.master_port);
@@ -201,6 +204,17 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   } catch (const std::exception& e) {
     throw Error(me + ": cannot connect the Gloo process group: " + error_text(e));
   }
+  if (!nccl) return;
+#if GANTRY_WITH_CUDA
+  try {  // NCCL's communicator itself is made at the first CUDA collective (the broadcast of rank 0's weights)
+    cuda::add_nccl_backend(*pg_, c10::make_intrusive<c10d::PrefixStore>("nccl", store_), env.rank, env.world_size,
+                           timeout);
+  } catch (const std::exception& e) {
+    throw Error(me + ": cannot create the NCCL process group: " + error_text(e));
+  }
+#else
+  throw Error(me + ": NCCL asked for, but this gantry was built against a LibTorch without CUDA");
+#endif
 }
 
 ProcessGroup::~ProcessGroup() { heartbeat_.reset(); }

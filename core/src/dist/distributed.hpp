@@ -1,5 +1,6 @@
 // The process group of a data-parallel job: rendezvous through a TCPStore on
-// the master, Gloo on CPU, and PyTorch DDP's own gradient engine (c10d::Reducer)
+// the master, Gloo on CPU (and NCCL for CUDA tensors in a CUDA build), and
+// PyTorch DDP's own gradient engine (c10d::Reducer)
 // per optimizer. Only core's trainer uses it; plugins never see it.
 #pragma once
 
@@ -28,8 +29,9 @@ class GANTRY_CORE_EXPORT ProcessGroup {
  public:
   /// Rendezvous of `env.world_size` ranks at env.master_addr:master_port. Every
   /// rank waits at most `timeout` for the others and then names those that did
-  /// not arrive. Throws gantry::Error.
-  ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout);
+  /// not arrive. Throws gantry::Error. `nccl`: CUDA tensors go through an
+  /// NCCL backend (one GPU per rank; CUDA builds only), CPU tensors through Gloo.
+  ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl = false);
   ~ProcessGroup();
 
   int rank() const { return env_.rank; }

@@ -5,6 +5,9 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "config/errors.hpp"
+#if GANTRY_WITH_CUDA
+#include "dist/cuda.hpp"
+#endif
 
 namespace gantry {
 
@@ -30,13 +33,12 @@ bool Accelerator::identical(const std::vector<torch::Tensor>& tensors) const {
 
 namespace {
 
-// Tensors on the CPU (or, where this LibTorch has CUDA, on the rank's GPU
-// with Gloo until the NCCL accelerator exists); gradients through shared
-// memory when every rank is on this host, else Gloo's c10d::Reducer.
+// Tensors on the CPU; gradients through shared memory when every rank is on
+// this host, else Gloo's c10d::Reducer.
 class GlooAccelerator final : public Accelerator {
  public:
-  GlooAccelerator(const ExperimentConfig& cfg, const DistEnv& dist, torch::Device device)
-      : Accelerator(dist), cfg_(cfg), device_(device) {
+  GlooAccelerator(const ExperimentConfig& cfg, const DistEnv& dist)
+      : Accelerator(dist), cfg_(cfg), device_(torch::kCPU) {
     if (dist_.world_size <= 1) return;
     transport();  // a transport this job cannot use: one error, before any rendezvous
     pg_ = std::make_unique<ProcessGroup>(
@@ -95,18 +97,93 @@ class GlooAccelerator final : public Accelerator {
   torch::Device device_;
 };
 
+#if GANTRY_WITH_CUDA
+// One GPU per rank: cuda:LOCAL_RANK. CUDA tensors (weights, gradient buckets)
+// go through NCCL, CPU ones (stop agreement, RNG states, status) through
+// Gloo, in one c10d::ProcessGroup. Gradients: c10d::Reducer per optimizer on
+// NCCL, buckets all-reduced while backward runs. Batches come from the loader
+// in pinned memory and are copied with non_blocking on the compute stream:
+// the host queues the step's kernels behind the copy without waiting.
+class CudaAccelerator final : public Accelerator {
+ public:
+  CudaAccelerator(const ExperimentConfig& cfg, const DistEnv& dist)
+      : Accelerator(dist), cfg_(cfg), device_(torch::kCUDA, static_cast<c10::DeviceIndex>(dist.local_rank)) {
+    const auto& t = cfg.trainer;
+    if (t.grad_transport != "auto")
+      throw ConfigError(cfg.where("trainer.grad_transport") + ": trainer.grad_transport=" + t.grad_transport +
+                        " is for CPU ranks; on CUDA gradients go through NCCL (use auto)");
+    const int count = static_cast<int>(torch::cuda::device_count());
+    if (dist.local_rank >= count)
+      throw ConfigError(cfg.where("trainer.devices") + ": rank " + std::to_string(dist.rank) + " has LOCAL_RANK " +
+                        std::to_string(dist.local_rank) + ", but this node has " + std::to_string(count) +
+                        " CUDA device" + (count == 1 ? "" : "s") + " (trainer.devices is " +
+                        std::to_string(t.devices) + ": one rank per GPU)");
+    cuda::set_device(dist.local_rank);
+    if (dist_.world_size <= 1) return;
+    pg_ = std::make_unique<ProcessGroup>(
+        dist_, std::chrono::milliseconds(static_cast<int64_t>(t.dist_timeout * 1000)), /*nccl=*/true);
+  }
+
+  torch::Device device() const override { return device_; }
+  bool pin_memory() const override { return true; }
+
+  void to_device(Batch& batch) const override {
+    batch.input = batch.input.to(device_, /*non_blocking=*/true);
+    if (batch.target.defined()) batch.target = batch.target.to(device_, /*non_blocking=*/true);
+  }
+
+  std::unique_ptr<GradSync> grad_sync(std::vector<torch::Tensor> params) override {
+    if (!pg_) return nullptr;
+    return std::make_unique<GradSync>(*pg_, std::move(params), GradSync::Transport::kGloo,
+                                      cfg_.trainer.grad_compression == "fp16");
+  }
+
+  std::string grad_transport_name(const GradSync&) const override {
+    return "NCCL " + cuda::nccl_version() + " (c10d::Reducer, one GPU per rank)";
+  }
+
+  std::vector<torch::Tensor> gather_rng_states() override {
+    if (!pg_) return {};
+    return pg_->allgather(generator_state(torch::Device(torch::kCPU)));
+  }
+
+  std::vector<torch::Tensor> gather_cuda_rng_states() override {
+    torch::Tensor mine = generator_state(device_);
+    if (!pg_) return {mine};
+    return pg_->allgather(mine);  // a CPU byte tensor: through Gloo
+  }
+
+ private:
+  static torch::Tensor generator_state(torch::Device device) {
+    auto gen = at::globalContext().defaultGenerator(device);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return gen.get_state();
+  }
+
+  const ExperimentConfig cfg_;
+  torch::Device device_;
+};
+#endif
+
 }  // namespace
 
 std::unique_ptr<Accelerator> make_accelerator(const ExperimentConfig& cfg, const DistEnv& dist) {
   const auto& t = cfg.trainer;
+  const bool cuda_build = GANTRY_WITH_CUDA;
+  if (t.accelerator == "cuda" && !cuda_build)
+    throw ConfigError(cfg.where("trainer.accelerator") +
+                      ": trainer.accelerator is cuda, but this gantry is built against a CPU-only LibTorch " +
+                      TORCH_VERSION + " (build the cuda preset: README, LibTorch 2.x and CUDA)");
   if (t.accelerator == "cuda" && !torch::cuda::is_available())
     throw ConfigError(cfg.where("trainer.accelerator") +
                       ": trainer.accelerator is cuda, but no CUDA device is available to this "
                       "LibTorch (use cpu or auto)");
   dist.check(t.num_nodes, t.devices, cfg.where("trainer.devices"));
-  torch::Device device(torch::kCPU);
-  if (t.accelerator != "cpu" && torch::cuda::is_available()) device = torch::Device(torch::kCUDA, dist.local_rank);
-  return std::make_unique<GlooAccelerator>(cfg, dist, device);
+#if GANTRY_WITH_CUDA
+  if (t.accelerator == "cuda" || (t.accelerator == "auto" && torch::cuda::is_available()))
+    return std::make_unique<CudaAccelerator>(cfg, dist);
+#endif
+  return std::make_unique<GlooAccelerator>(cfg, dist);
 }
 
 }  // namespace gantry

@@ -1,8 +1,9 @@
 // The accelerator seam: where the modules live and how ranks talk. The fit
 // loop and its callbacks never name a device or a backend; they ask this.
-// One implementation today, GlooAccelerator (CPU tensors, Gloo process group,
-// gradients through shared memory or c10d::Reducer); the CUDA issue adds an
-// NCCL one behind the same interface (make_accelerator picks).
+// Two implementations (make_accelerator picks): GlooAccelerator (CPU tensors,
+// Gloo process group, gradients through shared memory or c10d::Reducer) and,
+// in a CUDA build, CudaAccelerator (one GPU per rank, LOCAL_RANK; NCCL for
+// CUDA tensors beside Gloo for CPU ones; pinned batches copied non_blocking).
 #pragma once
 
 #include <torch/types.h>
@@ -33,6 +34,11 @@ class Accelerator {
   /// Every rank's generator state, by rank (a collective); empty in a world
   /// of one (the checkpoint then saves this process's own).
   virtual std::vector<torch::Tensor> gather_rng_states() = 0;
+  /// Every rank's CUDA generator state (of its own device), by rank; empty on the CPU.
+  virtual std::vector<torch::Tensor> gather_cuda_rng_states() { return {}; }
+  /// Whether the data loader should put batches in page-locked memory (for
+  /// asynchronous copies to the device).
+  virtual bool pin_memory() const { return false; }
 
   const DistEnv& dist() const { return dist_; }
   bool is_zero() const { return dist_.rank == 0; }

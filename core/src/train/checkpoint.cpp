@@ -150,7 +150,8 @@ GenericDict hyper_parameters(const std::string& config_yaml) {
 
 void save_checkpoint(const std::string& path, const std::vector<NamedModule>& modules,
                      const std::vector<NamedOptimizer>& optimizers, const TrainState& state,
-                     const CheckpointMeta& meta, const std::vector<torch::Tensor>& rng_states) {
+                     const CheckpointMeta& meta, const std::vector<torch::Tensor>& rng_states,
+                     const std::vector<torch::Tensor>& cuda_rng_states) {
   // Saved contiguous whatever the layout in memory (trainer.weight_layout):
   // the file is the same either way, and loading copies into any layout.
   c10::Dict<std::string, torch::Tensor> state_dict;
@@ -177,6 +178,8 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
     for (size_t r = 0; r < rng_states.size(); ++r)
       rng.insert(r ? "torch_cpu_rank" + std::to_string(r) : std::string("torch_cpu"), rng_states[r]);
   }
+  for (size_t r = 0; r < cuda_rng_states.size(); ++r)
+    rng.insert(r ? "torch_cuda_rank" + std::to_string(r) : std::string("torch_cuda"), cuda_rng_states[r].cpu());
   GenericDict top(c10::StringType::get(), c10::AnyType::get());
   top.insert("format_version", kFormatVersion);
   top.insert("gantry_version", std::string(GANTRY_VERSION));
@@ -215,7 +218,7 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
 TrainState load_checkpoint(const std::string& path, const std::string& plugin,
                            const std::vector<NamedModule>& modules,
                            const std::vector<NamedOptimizer>& optimizers, bool restore_rng,
-                           int rank) {
+                           int rank, torch::Device device) {
   const auto d = read_dict(path);
   const std::string file_plugin = get_string(d, "plugin");
   if (file_plugin != plugin)
@@ -263,7 +266,7 @@ TrainState load_checkpoint(const std::string& path, const std::string& plugin,
     const std::string bytes = tensor_bytes(opt_states.at(o.name).toTensor());
     try {
       torch::serialize::InputArchive archive;
-      archive.load_from(bytes.data(), bytes.size());
+      archive.load_from(bytes.data(), bytes.size(), device);
       o.optimizer->load(archive);
     } catch (const c10::Error& e) {
       throw CheckpointError("checkpoint " + path + ": optimizer '" + o.name +
@@ -278,6 +281,12 @@ TrainState load_checkpoint(const std::string& path, const std::string& plugin,
     // A checkpoint from a smaller world has no state for this rank: derive one.
     gen.set_state(rng.contains(mine) ? rng.at(mine).toTensor() : rng.at("torch_cpu").toTensor());
     if (!rng.contains(mine)) gen.set_current_seed(gen.current_seed() + static_cast<uint64_t>(rank));
+    const std::string mine_cuda = rank ? "torch_cuda_rank" + std::to_string(rank) : std::string("torch_cuda");
+    if (device.is_cuda() && rng.contains(mine_cuda)) {
+      auto cuda_gen = at::globalContext().defaultGenerator(device);
+      std::lock_guard<std::mutex> cuda_lock(cuda_gen.mutex());
+      cuda_gen.set_state(rng.at(mine_cuda).toTensor());
+    }
   }
   TrainState s;
   s.global_step = get_int(d, "global_step", path);

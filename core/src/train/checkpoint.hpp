@@ -44,12 +44,15 @@ struct CheckpointMeta {
 
 /// Saves modules, optimizers, RNG and `state` to `path` atomically.
 /// `rng_states`: every rank's CPU generator state, by rank; empty: this
-/// process's only (saved as rank 0's).
+/// process's only (saved as rank 0's). `cuda_rng_states`: every rank's CUDA
+/// generator state (of its own GPU), by rank; empty on the CPU. Tensors are
+/// saved on the CPU, so a checkpoint written on a GPU loads anywhere.
 GANTRY_CORE_EXPORT void save_checkpoint(const std::string& path,
                                         const std::vector<NamedModule>& modules,
                                         const std::vector<NamedOptimizer>& optimizers,
                                         const TrainState& state, const CheckpointMeta& meta,
-                                        const std::vector<torch::Tensor>& rng_states = {});
+                                        const std::vector<torch::Tensor>& rng_states = {},
+                                        const std::vector<torch::Tensor>& cuda_rng_states = {});
 
 /// Reads the metadata (to find the plugin and config before building the
 /// system) and verifies the checksum. Throws CheckpointError naming the file
@@ -67,12 +70,15 @@ GANTRY_CORE_EXPORT void prune_checkpoints(const std::string& dir, int64_t keep_l
 
 /// Restores into `modules` (exactly: every parameter and buffer must be in the
 /// file with the same shape) and `optimizers` (those named in the file; may be
-/// empty, e.g. for sampling), rank `rank`'s CPU RNG when `restore_rng`, and
-/// returns the train state. `plugin`: the loaded plugin's name, checked
-/// against the file's. Verifies the checksum first.
+/// empty, e.g. for sampling), rank `rank`'s CPU RNG when `restore_rng` (and
+/// its CUDA RNG when `device` is a GPU and the file has one: a checkpoint from
+/// the CPU leaves the CUDA generator as seeded), and returns the train state.
+/// Optimizer state lands on `device` (torch.load's map_location). `plugin`:
+/// the loaded plugin's name, checked against the file's. Verifies the checksum first.
 GANTRY_CORE_EXPORT TrainState load_checkpoint(const std::string& path, const std::string& plugin,
                                               const std::vector<NamedModule>& modules,
                                               const std::vector<NamedOptimizer>& optimizers,
-                                              bool restore_rng, int rank = 0);
+                                              bool restore_rng, int rank = 0,
+                                              torch::Device device = torch::kCPU);
 
 }  // namespace gantry

@@ -38,7 +38,8 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
                 "optimizer state float32)\n",
                 accel_.device().is_cuda() ? "CUDA" : "the CPU");
   if (!cfg().trainer.resume.empty()) {
-    resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank);
+    resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank,
+                               accel_.device());
     if (abi_minor() >= 1) {  // a 1.0 plugin's vtable has no load_extra_state
       StateDict state;
       const std::string prefix = kPluginStatePrefix;

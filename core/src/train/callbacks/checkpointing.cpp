@@ -22,6 +22,7 @@ class CheckpointCallback final : public Callback {
  private:
   static void save(FitState& fit, bool final) {
     const std::vector<torch::Tensor> rng = fit.accel.gather_rng_states();
+    const std::vector<torch::Tensor> cuda_rng = fit.accel.gather_cuda_rng_states();
     if (!fit.out) return;
     for (auto& [key, t] : fit.model.plugin_state()) fit.state.extra[key] = t;  // the plugin's extra_state() (ABI 1.1)
     char name[64];
@@ -30,7 +31,7 @@ class CheckpointCallback final : public Callback {
     if (final && path == fit.last_checkpoint) return;
     const auto& manifest = fit.model.experiment().plugin->manifest();
     save_checkpoint(path, fit.model.modules(), fit.model.optimizers(), fit.state,
-                    {manifest.name, manifest.version, fit.cfg().to_yaml(), 0}, rng);
+                    {manifest.name, manifest.version, fit.cfg().to_yaml(), 0}, rng, cuda_rng);
     fit.last_checkpoint = path;
     fit.out->event("checkpoint", fit.state.global_step, (fs::path("checkpoints") / name).string());
     prune_checkpoints((fs::path(fit.run_dir) / "checkpoints").string(), fit.cfg().checkpoint.keep_last);
