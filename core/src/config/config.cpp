@@ -115,6 +115,7 @@ const std::vector<Field>& schema() {
     f.push_back(
         option_field("trainer.gradient_clip_algorithm", &E::trainer, &TrainerOptions::gradient_clip_algorithm));
     f.push_back(option_field("trainer.precision", &E::trainer, &TrainerOptions::precision));
+    f.push_back(option_field("trainer.read_metrics", &E::trainer, &TrainerOptions::read_metrics));
     f.push_back(option_field("ema.decay", &E::ema, &EmaOptions::decay));
     f.push_back(option_field("ema.modules", &E::ema, &EmaOptions::modules));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
@@ -403,6 +404,8 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
         "trainer.accelerator", "one of cpu, cuda, auto");
   check(t.precision == "32" || t.precision == "32-true" || t.precision == "bf16-mixed", "trainer.precision",
         "32 or bf16-mixed (16-mixed, fp16 with loss scaling, is not supported: bf16 needs no scaler)");
+  check(t.read_metrics == "auto" || t.read_metrics == "every_step" || t.read_metrics == "on_log",
+        "trainer.read_metrics", "one of auto, every_step, on_log");
   check(t.devices > 0, "trainer.devices", "> 0");
   check(t.num_nodes > 0, "trainer.num_nodes", "> 0");
   check(t.threads >= 0, "trainer.threads", ">= 0 (0: the cores available)");

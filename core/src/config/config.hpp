@@ -43,6 +43,7 @@ struct GANTRY_CORE_EXPORT TrainerOptions {
   std::string weight_layout = "auto";  ///< auto | as_built: auto keeps Linear weights whose rows are a multiple of 4 KiB transposed in memory
   double gradient_clip_val = 0;      ///< clip every optimizer's gradients (after the DDP average); 0: never
   std::string gradient_clip_algorithm = "norm";  ///< norm | value
+  std::string read_metrics = "auto";  ///< auto | every_step | on_log: when logged values are read to the host (auto: on_log on a GPU)
   std::string precision = "32";      ///< 32 | bf16-mixed: autocast to bfloat16 for the plugin's hooks (train/precision.hpp)
 
   double max_time_seconds() const;   ///< max_time parsed; <= 0 when unset

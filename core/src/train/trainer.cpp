@@ -88,31 +88,71 @@ struct Trainer::Impl {
     lo.world_size = accel->dist().world_size;
     lo.low = model->spec().low;
     lo.high = model->spec().high;
+    lo.pin_memory = accel->pin_memory();
     return lo;
   }
 
-  // The batch's logged values (a .item() each; those logged with sync
-  // averaged over ranks) into fit.values. Returns a message naming the first
-  // NaN/Inf, or "".
-  std::string read_values(const std::vector<LoggedValue>& logged, FitState& fit) const {
-    fit.values.clear();
-    std::vector<double> to_sync;
-    for (const auto& v : logged) {
-      fit.values.emplace_back(v.name, v.value.item<double>());
-      if (v.sync && accel->group()) to_sync.push_back(fit.values.back().second);
+  // A batch's logged values, not yet read to the host.
+  struct PendingStep {
+    int64_t step;  // global_step after the batch
+    std::vector<LoggedValue> logged;
+  };
+
+  // Whether logged values are read every batch or only when something needs
+  // them (trainer.read_metrics; auto: every batch on the CPU, where a read
+  // costs nothing; on a GPU a read waits for the device to finish the step).
+  bool defer_reads() const {
+    const std::string& r = cfg().trainer.read_metrics;
+    return r == "on_log" || (r == "auto" && accel->device().is_cuda());
+  }
+
+  // The pending batches' logged values, in batch order: one copy to the host
+  // for all of them, one all-reduce for those logged with sync (averaged over
+  // ranks); each batch's go into fit.interval, the newest batch's are
+  // fit.values. Returns a message naming the first NaN/Inf (its batch's
+  // values are not added), or "".
+  std::string read_pending(std::vector<PendingStep>& pending, FitState& fit) const {
+    if (pending.empty()) return "";
+    std::vector<torch::Tensor> all;
+    for (const auto& p : pending)
+      for (const auto& v : p.logged) all.push_back(v.value.reshape({1}).to(torch::kFloat64));
+    std::vector<double> host;
+    if (!all.empty()) {
+      const torch::Tensor t = torch::cat(all).cpu();
+      host.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
     }
+    std::vector<double> to_sync;
+    size_t i = 0;
+    for (const auto& p : pending)
+      for (const auto& v : p.logged) {
+        if (v.sync && accel->group()) to_sync.push_back(host[i]);
+        ++i;
+      }
     if (!to_sync.empty()) {
       auto t = torch::tensor(to_sync, torch::kFloat64);
       accel->allreduce_sum(t);
-      size_t i = 0;
-      for (size_t k = 0; k < fit.values.size(); ++k)
-        if (logged[k].sync) fit.values[k].second = t[i++].item<double>() / accel->dist().world_size;
+      size_t k = 0, j = 0;
+      for (const auto& p : pending)
+        for (const auto& v : p.logged) {
+          if (v.sync && accel->group()) host[j] = t[k++].item<double>() / accel->dist().world_size;
+          ++j;
+        }
     }
-    for (const auto& [name, x] : fit.values)
-      if (!std::isfinite(x))
-        return "step " + std::to_string(fit.state.global_step) + ": " + name + " is " + (std::isnan(x) ? "NaN" : "Inf") +
-               "; stopping (lower system.lr, or check the data)";
-    return "";
+    std::string bad;
+    i = 0;
+    for (const auto& p : pending) {
+      fit.values.clear();
+      for (const auto& v : p.logged) fit.values.emplace_back(v.name, host[i++]);
+      for (const auto& [name, x] : fit.values)
+        if (bad.empty() && !std::isfinite(x))
+          bad = "step " + std::to_string(p.step) + ": " + name + " is " + (std::isnan(x) ? "NaN" : "Inf") +
+                "; stopping (lower system.lr, or check the data)";
+      if (!bad.empty()) break;
+      for (size_t k = 0; k < fit.values.size(); ++k)
+        fit.interval.add(fit.values[k].first, fit.values[k].second, p.logged[k].reduce);
+    }
+    pending.clear();
+    return bad;
   }
 
   LoaderOptions val_options(LoaderOptions lo) const {
@@ -190,12 +230,34 @@ struct Trainer::Impl {
     }
   }
 
+  // With deferred reads, at an epoch's end or the run's: reads what is
+  // pending, and agrees once more so that a NaN/Inf in it stops every rank
+  // (the ranks reach this point at the same batch, so the extra round
+  // matches). Throws TrainingError naming the first bad value. Returns
+  // whether the ranks agreed to stop (the previous round's verdict, which
+  // this round consumed).
+  bool settle(FitState& fit, StopAgreement& agreement, std::vector<PendingStep>& pending) {
+    if (!defer_reads()) return false;
+    const std::string bad = read_pending(pending, fit);
+    const StopAgreement::Verdict v = agreement.agree(false, bad);
+    if (v.bad_metric || !bad.empty()) {
+      const std::string& mine = agreement.own_bad();
+      if (out && !mine.empty()) out->event("nan", fit.state.global_step, mine);
+      throw TrainingError(!mine.empty() ? mine
+                                        : "step " + std::to_string(fit.state.global_step - 1) +
+                                              ": another rank logged a NaN/Inf metric; stopping");
+    }
+    return v.stop;
+  }
+
   FitResult loop(FitState& fit, DataLoader& loader, Callbacks& callbacks) {
     const auto& t = cfg().trainer;
     TrainState& s = fit.state;
     const std::vector<torch::Tensor> buffers = model->buffers();
     const bool buffers_every_step = t.broadcast_buffers == "every_step";
     StopAgreement agreement(accel->group());
+    const bool defer = defer_reads();
+    std::vector<PendingStep> pending;  // batches whose values are not read yet (defer)
     const double max_time = t.max_time_seconds();
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -230,8 +292,14 @@ struct Trainer::Impl {
           return more;
         });
         ++s.global_step;
-        const std::string bad = read_values(logged, fit);
+        pending.push_back({s.global_step, logged});
         const bool max_steps_reached = t.max_steps > 0 && s.global_step >= t.max_steps;
+        const bool image_due = every(t.image_every_n_steps), ckpt_due = every(cfg().checkpoint.every_n_steps);
+        // Read now when a callback needs the values (the same batches on every
+        // rank: the sync all-reduce is a collective), or always (CPU default).
+        const bool read_now =
+            !defer || every(t.log_every_n_steps) || image_due || ckpt_due || max_steps_reached;
+        const std::string bad = read_now ? read_pending(pending, fit) : "";
         std::string wish;  // why this rank wants to stop
         if (max_steps_reached)
           wish = limit("max_steps", std::to_string(t.max_steps));
@@ -248,10 +316,7 @@ struct Trainer::Impl {
                                             : "step " + std::to_string(s.global_step - 1) +
                                                   ": another rank logged a NaN/Inf metric; stopping");
         }
-        const bool image_due = every(t.image_every_n_steps), ckpt_due = every(cfg().checkpoint.every_n_steps);
         if ((image_due || ckpt_due) && !buffers_every_step) accel->broadcast(buffers);  // rank 0's, for readers
-        for (size_t k = 0; k < fit.values.size(); ++k)
-          fit.interval.add(fit.values[k].first, fit.values[k].second, logged[k].reduce);
         callbacks.call(&Callback::on_batch_end, fit);
         if (image_due) callbacks.call(&Callback::on_image_step, fit);  // what log_samples logs joins this row
         if (every(t.log_every_n_steps)) callbacks.call(&Callback::on_log_step, fit);
@@ -262,6 +327,11 @@ struct Trainer::Impl {
         }
       }
       if (s.batch_in_epoch >= fit.per_epoch) {  // the epoch is complete
+        // Epoch-end callbacks (validation, rows) see every batch's values.
+        if (settle(fit, agreement, pending) && !done) {
+          done = true;
+          if (reason.empty()) reason = "another rank asked to stop (its output says why)";
+        }
         callbacks.call(&Callback::on_epoch_end, fit);
         ++s.epoch;
         s.batch_in_epoch = 0;
@@ -271,6 +341,7 @@ struct Trainer::Impl {
         }
       }
     }
+    settle(fit, agreement, pending);
     FitResult result;
     result.seconds = elapsed();
     result.steps_run = s.global_step - first_step;
