@@ -169,6 +169,31 @@ TEST(Distributed, TwoRanksOfHalfBatchEqualOneRankOfFullBatch) {
   }
 }
 
+// Deferred reads (trainer.read_metrics=on_log, the GPU default) on two ranks:
+// the values logged with sync are averaged over ranks in one all-reduce per
+// log step, and the rows are those of reading every step, bit for bit.
+TEST(Distributed, TwoRanksReadingMetricsOnlyOnLogStepsWriteTheSameRows) {
+  std::map<std::string, std::vector<std::string>> rows;
+  for (std::string mode : {"every_step", "on_log"}) {
+    TempDir dir;
+    const auto r = run_gantry("launch -n 2 '" + kDemo +
+                                  "' trainer.max_steps=30 trainer.log_every_n_steps=10 trainer.threads=1 "
+                                  "trainer.image_every_n_steps=0 trainer.read_metrics=" + mode,
+                              dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    for (const auto& line : gantry::test::lines_of(
+             gantry::test::read_text(dir.path() / "runs/gan_fashion_mnist/latest/metrics.csv"))) {
+      auto cells = gantry::test::split(line, ',');
+      cells.erase(cells.begin() + 2);  // wall_time
+      std::string row;
+      for (const auto& c : cells) row += c + ",";
+      rows[mode].push_back(row);
+    }
+  }
+  ASSERT_EQ(rows["on_log"].size(), 4u);
+  EXPECT_EQ(rows["on_log"], rows["every_step"]);
+}
+
 TEST(Distributed, SharedMemoryAndGlooAverageTheSameGradients) {
   // 2 ranks on this host: the shared-memory exchange (auto picks it) and Gloo
   // give the same parameters: each sums 2 values and halves them exactly.

@@ -17,6 +17,12 @@
 
 #include "config/errors.hpp"
 
+/// First line of a *_CUDA test: skipped where no CUDA device is present.
+#define GANTRY_REQUIRE_CUDA()                                                    \
+  do {                                                                           \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here";     \
+  } while (0)
+
 namespace gantry::test {
 
 namespace fs = std::filesystem;

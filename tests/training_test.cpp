@@ -179,6 +179,62 @@ TEST(Training, Bf16MixedRunsTheForwardInBf16WithFloat32Weights) {
             << fp32[29][3] << " vs " << bf16[29][3] << "\n";
 }
 
+namespace {
+
+// metrics.csv without its wall_time column (the one thing that differs
+// between two runs of the same steps).
+std::string rows_without_time(const std::string& csv) {
+  std::string out;
+  for (const auto& line : gantry::test::lines_of(csv)) {
+    auto cells = gantry::test::split(line, ',');
+    if (cells.size() > 2) cells.erase(cells.begin() + 2);
+    for (const auto& c : cells) out += c + ",";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string nan_message(const std::string& read_metrics) {
+  TempDir dir;
+  const auto cfg = ExperimentConfig::load(
+      gantry::test::source_path("configs/gan_fashion_mnist.yaml"),
+      {"system.plugin=" + gantry::test::gan_plugin_path(), "system.lr=1e30", "trainer.max_steps=50",
+       "trainer.log_every_n_steps=20", "trainer.progress=none", "trainer.image_every_n_steps=0",
+       "trainer.read_metrics=" + read_metrics});
+  const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
+  try {
+    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+  } catch (const TrainingError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// trainer.read_metrics=on_log (the GPU default: no host-device sync between
+// log steps) reads the same values as every_step, later: the rows are the
+// same, bit for bit, and a NaN names the same step and metric.
+TEST(Training, ReadingMetricsOnlyOnLogStepsGivesTheSameRowsAndTheSameNanStep) {
+  std::map<std::string, std::string> rows;
+  for (std::string mode : {"every_step", "on_log"}) {
+    TempDir dir;
+    const auto cfg = ExperimentConfig::load(
+        gantry::test::source_path("configs/gan_fashion_mnist.yaml"),
+        {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=45",
+         "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0", "trainer.progress=none",
+         "trainer.threads=1", "trainer.read_metrics=" + mode});
+    const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
+    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+    rows[mode] = rows_without_time(gantry::test::read_text(dir / "metrics.csv"));
+  }
+  EXPECT_EQ(gantry::test::lines_of(rows["on_log"]).size(), 6u) << rows["on_log"];  // header, 10..40, 45
+  EXPECT_EQ(rows["on_log"], rows["every_step"]);
+  const std::string each = nan_message("every_step"), deferred = nan_message("on_log");
+  ASSERT_NE(each.find(" is NaN"), std::string::npos) << each;
+  EXPECT_EQ(deferred, each);
+}
+
 TEST(Config, SixteenMixedIsRefusedNamingTheKey) {
   const std::string msg = gantry::test::config_error(
       [] { ExperimentConfig::load(gantry::test::kDemo, {"trainer.precision=16-mixed"}); });
