@@ -59,11 +59,14 @@ class GAN(L.LightningModule):
 
 
 class Clock(L.Callback):
-    """Wall time from the end of batch `warmup` to the end of the last."""
-    def __init__(self, warmup):
-        self.warmup, self.t0, self.t1, self.steps = warmup, None, None, 0
+    """Wall time from the end of batch `warmup` to the end of the last (on a
+    GPU, after the device has finished them: a synchronize at both ends only)."""
+    def __init__(self, warmup, last):
+        self.warmup, self.last, self.t0, self.t1, self.steps = warmup, last, None, None, 0
     def on_train_batch_end(self, trainer, *args):
         self.steps += 1
+        if self.steps in (self.warmup, self.last) and torch.cuda.is_available():
+            torch.cuda.synchronize()
         if self.steps == self.warmup:
             self.t0 = time.perf_counter()
         self.t1 = time.perf_counter()
@@ -76,14 +79,16 @@ if __name__ == "__main__":
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--device", default="cpu", help="Lightning's accelerator: cpu or cuda")
+    ap.add_argument("--precision", default="32-true", help="Lightning's precision: 32-true or bf16-mixed")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     L.seed_everything(42, verbose=False)
     raw = np.frombuffer(gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").read()[16:], np.uint8)
     data = torch.from_numpy(raw.copy()).float().div(127.5).sub(1).view(-1, 1, 28, 28)
     loader = DataLoader(TensorDataset(data), batch_size=args.batch, shuffle=True, drop_last=True)
-    clock = Clock(args.warmup)
-    trainer = L.Trainer(accelerator="cpu", devices=args.ranks, strategy="ddp_find_unused_parameters_true" if args.ranks > 1 else "auto",
+    clock = Clock(args.warmup, args.steps)
+    trainer = L.Trainer(accelerator=args.device, devices=args.ranks, precision=args.precision, strategy="ddp_find_unused_parameters_true" if args.ranks > 1 else "auto",
                         # manual optimization: global_step counts optimizer steps, 2 per batch
                         max_steps=2 * args.steps, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, callbacks=[clock])

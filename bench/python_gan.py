@@ -4,7 +4,9 @@ underneath), for bench/run_ddp.sh. One process, or DistributedDataParallel with
 Gloo over `--ranks` processes (1 thread each), as PyTorch users write it: one
 DDP wrapper per model, G's loss backpropagated with D frozen (requires_grad off)
 as Lightning's toggle_optimizer does. Prints "samples_per_s X" (global) over
-the steps after the warm-up."""
+the steps after the warm-up. On a GPU (--device cuda, one process; for
+scripts/device_check.sh): --precision bf16-mixed runs the forwards under
+torch.autocast, --compile wraps both models in torch.compile."""
 import argparse, gzip, os, time
 
 import numpy as np
@@ -29,42 +31,51 @@ def worker(rank, args, port, result):
     if args.ranks > 1:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
+    dev = torch.device(args.device)
     raw = np.frombuffer(gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").read()[16:], np.uint8)
-    data = torch.from_numpy(raw.copy()).float().div(127.5).sub(1).view(-1, 784)
+    data = torch.from_numpy(raw.copy()).float().div(127.5).sub(1).view(-1, 784).to(dev)
     g = nn.Sequential(*block(100, 128, False), *block(128, 256), *block(256, 512), *block(512, 1024),
-                      nn.Linear(1024, 784), nn.Tanh())
+                      nn.Linear(1024, 784), nn.Tanh()).to(dev)
     d = nn.Sequential(nn.Linear(784, 512), nn.LeakyReLU(0.2, True), nn.Linear(512, 256),
-                      nn.LeakyReLU(0.2, True), nn.Linear(256, 1))
+                      nn.LeakyReLU(0.2, True), nn.Linear(256, 1)).to(dev)
+    if args.compile:
+        g, d = torch.compile(g), torch.compile(d)
+    autocast = lambda: torch.autocast(dev.type, torch.bfloat16, enabled=args.precision == "bf16-mixed")
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     if args.ranks > 1:
         g, d = nn.parallel.DistributedDataParallel(g), nn.parallel.DistributedDataParallel(d)
     og = torch.optim.Adam(g.parameters(), 2e-4, betas=(0.5, 0.999))
     od = torch.optim.Adam(d.parameters(), 2e-4, betas=(0.5, 0.999))
     n, b = len(data), args.batch
-    shard = torch.randperm(n, generator=torch.Generator().manual_seed(42))[rank::args.ranks]
+    shard = torch.randperm(n, generator=torch.Generator().manual_seed(42))[rank::args.ranks].to(dev)
     t0 = None
     for step in range(args.steps):
         if step == args.warmup:
+            sync()
             t0 = time.perf_counter()
         i = step % (len(shard) // b)
         imgs = data[shard[i * b:(i + 1) * b]]
-        z = torch.randn(b, 100)
-        valid, fake = torch.ones(b, 1), torch.zeros(b, 1)
+        z = torch.randn(b, 100, device=dev)
+        valid, fake = torch.ones(b, 1, device=dev), torch.zeros(b, 1, device=dev)
         for p in d.parameters():
             p.requires_grad_(False)
-        gen = g(z)
-        g_loss = F.binary_cross_entropy_with_logits(d(gen), valid)
+        with autocast():
+            gen = g(z)
+            g_loss = F.binary_cross_entropy_with_logits(d(gen), valid)
         og.zero_grad()
         g_loss.backward()
         og.step()
         for p in d.parameters():
             p.requires_grad_(True)
-        d_loss = (F.binary_cross_entropy_with_logits(d(imgs), valid) +
-                  F.binary_cross_entropy_with_logits(d(gen.detach()), fake)) / 2
+        with autocast():
+            d_loss = (F.binary_cross_entropy_with_logits(d(imgs), valid) +
+                      F.binary_cross_entropy_with_logits(d(gen.detach()), fake)) / 2
         od.zero_grad()
         d_loss.backward()
         od.step()
         if step % 50 == 0:
             g_loss.item(), d_loss.item()
+    sync()
     elapsed = time.perf_counter() - t0
     if rank == 0:
         result.value = (args.steps - args.warmup) * b * args.ranks / elapsed
@@ -77,6 +88,9 @@ if __name__ == "__main__":
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", default="32", choices=["32", "bf16-mixed"])
+    ap.add_argument("--compile", action="store_true")
     args = ap.parse_args()
     result = mp.get_context("spawn").Value("d", 0.0)
     import socket

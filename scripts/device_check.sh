@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# The GPU check (docs/cuda.md): builds the runner, the GAN plugin and the
+# GoogleTest suite against the machine's own torch (with CUDA), runs the
+# *_CUDA tests and the training tests on the GPU, then times the GAN on the GPU:
+# gantry (fp32, bf16-mixed) against the same loop in Python torch (eager, bf16,
+# torch.compile) and Lightning, at batch 64 and 1024, in samples/s. Everything
+# goes to $OUT (device_check.md: the table; *.log: each step's output).
+#
+# Two halves, because the GPU machine (the device tool's H200 image: Python
+# 3.12 with torch+CUDA, nvcc, cmake, ninja, pytorch-lightning; no yaml-cpp,
+# Boost, CLI11, stb, GoogleTest or Fashion-MNIST, and no network) cannot fetch:
+#   scripts/device_check.sh pack   here, on Debian 12 with its registry: the
+#                                  Debian packages it lacks, as .deb files, in
+#                                  .device/debs (42 MB; .device is ignored by git)
+#   scripts/device_check.sh        there, through the device tool, carrying
+#                                  .device: unpacks them into .device/root and
+#                                  goes on. Budget: under 8 minutes (16 cores).
+# GANTRY_DEVICE_QUICK=1: only batch 64 and no torch.compile (a rerun in a hurry).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+debs=(libyaml-cpp-dev libyaml-cpp0.7 libboost1.74-dev libboost-filesystem1.74-dev libboost-filesystem1.74.0
+      libboost-system1.74-dev libboost-system1.74.0 libboost-atomic1.74.0 libcli11-dev libstb-dev libstb0
+      libgtest-dev zlib1g-dev zlib1g dataset-fashion-mnist)
+
+if [[ ${1:-} == pack ]]; then
+  set -e
+  mkdir -p .device/debs
+  (cd .device/debs && apt-get download "${debs[@]}")
+  du -sh .device/debs
+  echo "device_check: carry .device to the GPU machine (run tool: carry [\".device\"]) and run scripts/device_check.sh"
+  exit 0
+fi
+
+out=${OUT:-$root/device-check-out}
+mkdir -p "$out"
+t_start=$(date +%s)
+say() { echo "device_check [$(( $(date +%s) - t_start )) s]: $*" | tee -a "$out/steps.log"; }
+die() { say "FAILED: $*"; exit 1; }
+
+# ---- 1. the Debian packages, unpacked into a prefix -------------------------
+prefix=$root/.device/root
+[[ -d .device/debs ]] || die "no .device/debs: run 'scripts/device_check.sh pack' on a Debian 12 machine first"
+rm -rf "$prefix" && mkdir -p "$prefix"
+for deb in .device/debs/*.deb; do
+  if command -v dpkg-deb >/dev/null; then
+    dpkg-deb -x "$deb" "$prefix" || die "cannot unpack $deb"
+  else  # a .deb is an ar archive holding data.tar.*
+    tmp=$(mktemp -d) && (cd "$tmp" && ar x "$root/$deb" && tar -xf data.tar.* -C "$prefix") || die "cannot unpack $deb"
+    rm -rf "$tmp"
+  fi
+done
+arch=x86_64-linux-gnu
+# Some of Debian's .so links are absolute (/lib/...): point them into the prefix.
+for l in "$prefix"/usr/lib/$arch/*.so; do
+  t=$(readlink "$l") || continue
+  [[ $t == /* ]] && ln -sf "$prefix$t" "$l"
+done
+export LD_LIBRARY_PATH=$prefix/usr/lib/$arch:$prefix/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The tests and configs read Fashion-MNIST where Debian puts it.
+if [[ ! -e /usr/share/datasets/fashion-mnist ]]; then
+  mkdir -p /usr/share/datasets && ln -s "$prefix/usr/share/datasets/fashion-mnist" /usr/share/datasets/fashion-mnist \
+    || die "cannot link /usr/share/datasets/fashion-mnist (run as root)"
+fi
+say "unpacked ${#debs[@]} Debian packages into $prefix"
+
+# ---- 2. build against the machine's torch -----------------------------------
+python=${PYTHON:-python3}
+torch_dir=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch
+[[ -f $torch_dir/TorchConfig.cmake ]] || die "no TorchConfig.cmake under $torch_dir"
+"$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' \
+  | tee -a "$out/steps.log"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$out/steps.log" 2>&1 || true
+cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DTorch_DIR="$torch_dir" -DGANTRY_CUDA=ON \
+  -DGANTRY_BUILD_GUI=OFF -DGANTRY_BUILD_BENCH=OFF -DGANTRY_BUILD_TESTS=ON -DGANTRY_TESTS_CORE_ONLY=ON \
+  -DGANTRY_REQUIRE_ALL=OFF -DCMAKE_PREFIX_PATH="$prefix/usr" \
+  -DBoost_DIR="$prefix/usr/lib/$arch/cmake/Boost-1.74.0" -Dyaml-cpp_DIR="$prefix/usr/lib/$arch/cmake/yaml-cpp" \
+  -DGTest_DIR="$prefix/usr/lib/$arch/cmake/GTest" -DCLI11_DIR="$prefix/usr/share/cmake/CLI11" \
+  -DCMAKE_INCLUDE_PATH="$prefix/usr/include" >"$out/configure.log" 2>&1 || die "configure (see configure.log): $(tail -n 3 "$out/configure.log")"
+ninja -C build-device gantry gan tiny gantry_tests >"$out/build.log" 2>&1 || die "build (see build.log): $(grep -m3 error "$out/build.log")"
+say "built $(build-device/bin/gantry --version | head -1)"
+
+# ---- 3. the tests on the GPU ------------------------------------------------
+timeout 240 build-device/bin/gantry_tests --gtest_filter='*_CUDA:Training.*:Checkpoint*.*' >"$out/tests.log" 2>&1
+rc=$?
+say "tests: exit $rc; $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests.log" | tr '\n' ' ')"
+grep -E '^\[  FAILED  \]|max relative' "$out/tests.log" | tee -a "$out/steps.log"
+
+# ---- 4. the GAN on the GPU, samples/s ---------------------------------------
+batches=(64 1024); [[ ${GANTRY_DEVICE_QUICK:-0} == 1 ]] && batches=(64)
+steps=1500 warmup=300
+table=$out/device_check.md
+{
+  echo "# The basic GAN on one GPU: samples/s (steps $warmup..$steps of one run each)"
+  echo
+  echo "$("$python" -c 'import torch; print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))'), $(date -u +%F)"
+  echo
+  echo "| what | batch | samples/s | vs Python eager |"
+  echo "|---|---|---|---|"
+} >"$table"
+gantry_rate() {  # BATCH PRECISION -> samples/s
+  local dir=$out/gantry-$1-$2
+  rm -rf "$dir" && mkdir -p "$dir"
+  (cd "$dir" && timeout 120 "$root/build-device/bin/gantry" train "$root/configs/gan_fashion_mnist.yaml" \
+     trainer.accelerator=cuda trainer.precision="$2" data.batch_size="$1" trainer.max_steps=$steps trainer.max_epochs=-1 \
+     trainer.log_every_n_steps=100 trainer.image_every_n_steps=0 trainer.progress=none monitor.enabled=false \
+     >"$dir/train.log" 2>&1) || { echo "failed"; return; }
+  local sps; sps=$("$python" "$root/bench/gantry_steps_per_s.py" "$dir"/runs/gan_fashion_mnist/latest/metrics.csv $warmup)
+  "$python" -c "print(f'{$sps * $1:.0f}')"
+}
+py_rate() {  # SCRIPT BATCH ARGS... -> samples/s
+  local script=$1 batch=$2; shift 2
+  timeout 180 "$python" "$root/bench/$script" --device cuda --batch "$batch" --steps $steps --warmup $warmup "$@" \
+    2>>"$out/python.log" | sed -n 's/^samples_per_s //p' | tail -1
+}
+for b in "${batches[@]}"; do
+  eager=$(py_rate python_gan.py "$b")
+  row() { local r=$2; [[ $r =~ ^[0-9.]+$ && $eager =~ ^[0-9.]+$ ]] && r="$r | $("$python" -c "print(f'{$r / $eager:.2f}x')")" || r="${r:-failed} | -"; echo "| $1 | $b | $r |" >>"$table"; }
+  row "Python torch, eager" "$eager"
+  row "Python torch, bf16 autocast" "$(py_rate python_gan.py "$b" --precision bf16-mixed)"
+  [[ ${GANTRY_DEVICE_QUICK:-0} == 1 ]] || row "Python torch, torch.compile" "$(py_rate python_gan.py "$b" --compile)"
+  row "Lightning 32-true" "$(py_rate lightning_gan.py "$b")"
+  row "gantry fp32" "$(gantry_rate "$b" 32)"
+  row "gantry bf16-mixed" "$(gantry_rate "$b" bf16-mixed)"
+  say "batch $b timed"
+done
+cat "$table" | tee -a "$out/steps.log"
+say "done (tests exit $rc)"
+exit $rc
