@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "config/errors.hpp"
 #include "runtime/runtime.hpp"
@@ -80,6 +81,41 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<
   return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, std::move(options));
 #endif
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+// c10d::Reducer's constructor grew trailing arguments during 2.x (2.15 has
+// skip_all_reduce_unused_params, use_python_reducer and the caps to rebuild
+// buckets with; earlier 2.x releases end at first_bucket_bytes_cap): the
+// longest form this LibTorch has, with DDP's defaults. A template, so that
+// only the chosen branch is compiled.
+template <class R>
+std::shared_ptr<R> new_reducer(std::vector<at::Tensor> params, std::vector<std::vector<size_t>> buckets,
+                               c10::intrusive_ptr<c10d::ProcessGroup> group, std::vector<bool> sparse,
+                               int64_t first_bucket, int64_t bucket) {
+  using Names = std::unordered_map<size_t, std::string>;
+  using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
+  using Tensors = std::vector<at::Tensor>;
+  using Buckets = std::vector<std::vector<size_t>>;
+  if constexpr (std::is_constructible_v<R, Tensors, Buckets, Group, std::vector<bool>, int64_t, bool, bool, Names,
+                                        int64_t, bool, bool, std::vector<int64_t>>) {
+    return std::make_shared<R>(std::move(params), std::move(buckets), std::move(group), std::move(sparse), bucket,
+                               /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false, Names{},
+                               first_bucket, /*skip_all_reduce_unused_params=*/false,
+                               /*use_python_reducer=*/false, std::vector<int64_t>{first_bucket, bucket});
+  } else if constexpr (std::is_constructible_v<R, Tensors, Buckets, Group, std::vector<bool>, int64_t, bool, bool,
+                                               Names, int64_t, bool, bool>) {
+    return std::make_shared<R>(std::move(params), std::move(buckets), std::move(group), std::move(sparse), bucket,
+                               false, false, Names{}, first_bucket, false, false);
+  } else if constexpr (std::is_constructible_v<R, Tensors, Buckets, Group, std::vector<bool>, int64_t, bool, bool,
+                                               Names, int64_t, bool>) {
+    return std::make_shared<R>(std::move(params), std::move(buckets), std::move(group), std::move(sparse), bucket,
+                               false, false, Names{}, first_bucket, false);
+  } else {
+    return std::make_shared<R>(std::move(params), std::move(buckets), std::move(group), std::move(sparse), bucket,
+                               false, false, Names{}, first_bucket);
+  }
+}
+#endif
 
 }  // namespace
 
@@ -357,16 +393,9 @@ GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transpor
   std::reverse(buckets.begin(), buckets.end());
   std::reverse(limits.begin(), limits.end());
 #if TORCH_VERSION_MAJOR >= 2
-  // 2.x takes no per-bucket limits (they are the buckets' own); the caps to
-  // rebuild buckets with after the first backward are DDP's two.
+  // 2.x takes no per-bucket limits (they are the buckets' own).
   (void)limits;
-  reducer_ = std::make_shared<c10d::Reducer>(std::move(params), std::move(buckets), pg.group(), sparse, kBucket,
-                                             /*find_unused_parameters=*/false,
-                                             /*gradient_as_bucket_view=*/false,
-                                             std::unordered_map<size_t, std::string>{}, kFirstBucket,
-                                             /*skip_all_reduce_unused_params=*/false,
-                                             /*use_python_reducer=*/false,
-                                             std::vector<int64_t>{kFirstBucket, kBucket});
+  reducer_ = new_reducer<c10d::Reducer>(std::move(params), std::move(buckets), pg.group(), sparse, kFirstBucket, kBucket);
 #else
   reducer_ = std::make_shared<c10d::Reducer>(std::move(params), std::move(buckets), std::move(limits),
                                              pg.group(), sparse, kBucket,
