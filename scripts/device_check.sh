@@ -68,8 +68,8 @@ say "unpacked ${#debs[@]} Debian packages into $prefix"
 python=${PYTHON:-python3}
 torch_dir=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')/Torch
 [[ -f $torch_dir/TorchConfig.cmake ]] || die "no TorchConfig.cmake under $torch_dir"
-"$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' \
-  | tee -a "$out/steps.log"
+gpu_name='torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU visible"'
+"$python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, $gpu_name)" | tee -a "$out/steps.log"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >>"$out/steps.log" 2>&1 || true
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DTorch_DIR="$torch_dir" -DGANTRY_CUDA=ON \
   -DGANTRY_BUILD_GUI=OFF -DGANTRY_BUILD_BENCH=OFF -DGANTRY_BUILD_TESTS=ON -DGANTRY_TESTS_CORE_ONLY=ON \
@@ -93,7 +93,7 @@ table=$out/device_check.md
 {
   echo "# The basic GAN on one GPU: samples/s (steps $warmup..$steps of one run each)"
   echo
-  echo "$("$python" -c 'import torch; print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))'), $(date -u +%F)"
+  echo "$("$python" -c "import torch; print('torch', torch.__version__, 'on', $gpu_name)"), $(date -u +%F)"
   echo
   echo "| what | batch | samples/s | vs Python eager |"
   echo "|---|---|---|---|"
