@@ -28,6 +28,7 @@
 #include "gantry_build_info.hpp"
 #include "data/load_images.hpp"
 #include "launch.hpp"
+#include "sweep.hpp"
 #include "submit.hpp"
 #include "data/image_grid.hpp"
 #include "plugin/plugin_loader.hpp"
@@ -358,6 +359,16 @@ int main(int argc, char** argv) {
   submit_cmd->add_flag("--dry-run", dry_run, "Print the script instead of submitting it");
   submit_cmd->add_flag("--wait", wait, "sbatch --wait: block until the job ends, exit with its status");
 
+  SweepOptions so;
+  auto* sweep_cmd = app.add_subcommand(
+      "sweep", "Train the grid of overrides (key=a,b,c is an axis), N points at a time; rerun to resume");
+  sweep_cmd->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
+  sweep_cmd->add_option("overrides", overrides, "key=value (every point) or key=a,b,c (an axis)");
+  sweep_cmd->add_option("--parallel,-j", so.parallel, "Points at a time (the cores are divided)")
+      ->check(CLI::Range(1, 256));
+  sweep_cmd->add_option("--metric", so.metric, "The metric the summary ranks by (default: the first logged)");
+  sweep_cmd->add_flag("--max", so.maximize, "Best = largest final value (default: smallest)");
+
   auto* validate =
       app.add_subcommand("validate", "Check a config, its plugin and data without training");
   validate->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
@@ -390,6 +401,10 @@ int main(int argc, char** argv) {
       return launch(nproc, config, overrides, lo);
     }
     if (*validate) return cmd_validate(config, overrides);
+    if (*sweep_cmd) {
+      so.gantry_exe = boost::dll::program_location().string();
+      return sweep(config, overrides, so);
+    }
     if (*submit_cmd)
       return submit(config, overrides, dry_run, wait, boost::dll::program_location().string());
     if (*plugins) return cmd_plugins();

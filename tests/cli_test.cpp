@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <set>
 #include <thread>
 
 #include <ATen/Version.h>
@@ -376,4 +377,92 @@ TEST(Cli, AStepThatDrawsFurtherBatchesCountsStepsNotBatchesAndResumesExactly) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string at30 = "runs/tiny/latest/checkpoints/step_0000030.ckpt";
   gantry::test::expect_same_weights((again.path() / at30).string(), (third.path() / at30).string());
+}
+
+// ---- gantry sweep --------------------------------------------------------------
+
+namespace {
+
+const std::string kTinyConfig = gantry::test::source_path("tests/sdk_plugin/tiny.yaml");
+std::string tiny_plugin_arg() { return " system.plugin=" + gantry::test::plugin_path("tiny"); }
+
+// Run directories (timestamps) of a sweep point.
+int runs_of(const std::filesystem::path& point) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(point)) n += e.path().filename() != "latest";
+  return n;
+}
+
+}  // namespace
+
+// 2 x 2 points, 2 at a time: every point trains, is named by its overrides,
+// and the summary ranks them; the same command again runs nothing.
+TEST(Sweep, AGridRunsTwoAtATimeAndASecondRunSkipsWhatIsDone) {
+  TempDir dir;
+  const std::string cmd = "sweep '" + kTinyConfig + "'" + tiny_plugin_arg() +
+                          " system.lr=0.05,0.1 data.batch_size=16,32 trainer.max_steps=12 --parallel 2";
+  const CommandResult r = run_gantry(cmd, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("sweep: 4 points (2 axes)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("best by final loss (smallest): "), std::string::npos) << r.out;
+  const auto sweep_dir = dir.path() / "runs/tiny/sweep";
+  const auto status = lines_of(gantry::test::read_text(sweep_dir / "sweep.tsv"));
+  ASSERT_EQ(status.size(), 5u);
+  EXPECT_EQ(status[1], "lr=0.05,batch_size=16\tdone");
+  EXPECT_EQ(status[4], "lr=0.1,batch_size=32\tdone");
+  for (const char* point : {"lr=0.05,batch_size=16", "lr=0.05,batch_size=32", "lr=0.1,batch_size=16",
+                            "lr=0.1,batch_size=32"}) {
+    const auto rows = lines_of(gantry::test::read_text(sweep_dir / point / "latest/metrics.csv"));
+    ASSERT_GE(rows.size(), 2u) << point;
+    EXPECT_EQ(rows.back().rfind("12,", 0), 0u) << point << ": " << rows.back();
+    // The point's own overrides reached its run.
+    const std::string cfg = gantry::test::read_text(sweep_dir / point / "latest/config.yaml");
+    EXPECT_NE(cfg.find(std::string("batch_size: ") + (std::string(point).find("16") != std::string::npos ? "16" : "32")),
+              std::string::npos)
+        << point;
+    EXPECT_EQ(runs_of(sweep_dir / point), 1) << point;
+  }
+  // The four losses differ: the overrides took effect.
+  std::set<std::string> finals;
+  for (const auto& line : lines_of(r.out))
+    if (line.rfind("lr=", 0) == 0) finals.insert(line.substr(line.rfind(' ') + 1));
+  EXPECT_EQ(finals.size(), 4u) << r.out;
+
+  const CommandResult again = run_gantry(cmd, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("4 done already"), std::string::npos) << again.out;
+  EXPECT_EQ(again.out.find("started"), std::string::npos) << again.out;
+  EXPECT_EQ(runs_of(sweep_dir / "lr=0.1,batch_size=32"), 1);
+}
+
+// A point whose config is wrong is one line naming it, before anything runs.
+TEST(Sweep, ABadPointIsOneLineBeforeAnythingRuns) {
+  TempDir dir;
+  const CommandResult r =
+      run_gantry("sweep '" + kTinyConfig + "'" + tiny_plugin_arg() + " trainer.max_steps=5,0", dir.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("gantry sweep: point max_steps=0: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("trainer.max_steps"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "runs/tiny/sweep"));
+}
+
+// A point that fails (its data is missing) is reported with its last line;
+// the others finish, the sweep exits 1, and the failed point is tried again
+// next time.
+TEST(Sweep, AFailedPointIsReportedAndTheOthersFinish) {
+  TempDir dir;
+  const std::string cmd = "sweep '" + kTinyConfig + "'" + tiny_plugin_arg() + " data.path=" +
+                          gantry::test::fashion_mnist_dir() + ",/nonexistent trainer.max_steps=10";
+  const CommandResult r = run_gantry(cmd, dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("sweep: path=_nonexistent: failed (exit 1): gantry: error: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("best by final loss (smallest): path=_usr_share_datasets_fashion-mnist "), std::string::npos)
+      << r.out;
+  const auto status = lines_of(gantry::test::read_text(dir.path() / "runs/tiny/sweep/sweep.tsv"));
+  ASSERT_EQ(status.size(), 3u);
+  EXPECT_EQ(status[1], "path=_usr_share_datasets_fashion-mnist\tdone");
+  EXPECT_EQ(status[2], "path=_nonexistent\tfailed (exit 1)");
+  const CommandResult again = run_gantry(cmd, dir.path());
+  EXPECT_NE(again.out.find("1 done already"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("sweep: path=_nonexistent: started"), std::string::npos) << again.out;
 }

@@ -1,0 +1,338 @@
+// `gantry sweep`: a grid search over config overrides, as Hydra's multirun or
+// a W&B grid sweep, run locally.
+//
+//   gantry sweep configs/gan_fashion_mnist.yaml system.lr=1e-4,2e-4 data.batch_size=32,64 --parallel 2
+//
+// Each override whose value has commas is an axis; the others apply to every
+// point. Every point is checked (config, keys, values) before anything runs.
+// A point is its own experiment under the sweep's directory, named by its
+// overrides: <out_dir>/<name>/sweep/<lr=0.0001,batch_size=32>/<timestamp>/,
+// its output in <...>/sweep/<point>.log. Points run N at a time with the
+// cores divided among them (trainer.threads, unless the command line sets it).
+// sweep.tsv records each point's status as it ends; running the same command
+// again skips the points that are done and resumes the others from their
+// newest checkpoint (trainer.resume=auto). Ctrl-C stops every running point
+// at its next step boundary (each saves a checkpoint) and ends the sweep.
+#include "sweep.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "config/config.hpp"
+#include "config/errors.hpp"
+#include "config/files.hpp"
+#include "runtime/runtime.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gantry {
+
+namespace {
+
+std::atomic<int> g_sweep_signal{0};
+extern "C" void on_sweep_signal(int sig) { g_sweep_signal.store(sig); }
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::istringstream in(s);
+  while (std::getline(in, cell, sep)) out.push_back(cell);
+  if (!s.empty() && s.back() == sep) out.emplace_back();
+  return out;
+}
+
+struct Axis {
+  std::string key;
+  std::vector<std::string> values;
+};
+
+struct Point {
+  std::string label;                   // lr=0.0001,batch_size=32
+  std::vector<std::string> overrides;  // system.lr=0.0001 data.batch_size=32
+  std::string status = "pending";      // pending | done | failed (exit N) | stopped
+  pid_t pid = -1;
+};
+
+// The point's name: each axis's last key part and value ("system.lr" ->
+// "lr"), the full key where two axes end alike; '/' in a value becomes '_'.
+std::string label_of(const std::vector<Axis>& axes, const std::vector<std::string>& values) {
+  std::string out;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    std::string key = axes[i].key.substr(axes[i].key.rfind('.') + 1);
+    for (size_t j = 0; j < axes.size(); ++j)
+      if (j != i && axes[j].key.substr(axes[j].key.rfind('.') + 1) == key) key = axes[i].key;
+    std::string v = values[i];
+    std::replace(v.begin(), v.end(), '/', '_');
+    out += (out.empty() ? "" : ",") + key + "=" + v;
+  }
+  return out.empty() ? "default" : out;
+}
+
+std::map<std::string, std::string> read_status(const fs::path& csv) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    const size_t tab = line.rfind('\t');
+    if (tab != std::string::npos) out[line.substr(0, tab)] = line.substr(tab + 1);
+  }
+  return out;
+}
+
+void write_status(const fs::path& csv, const std::vector<Point>& points) {
+  std::string text = "point\tstatus\n";
+  for (const auto& p : points) text += p.label + "\t" + p.status + "\n";
+  write_file_atomic(csv.string(), text);
+}
+
+// The header and last row of a point's metrics.csv (empty when it has none).
+std::pair<std::vector<std::string>, std::vector<std::string>> last_row(const fs::path& csv) {
+  std::ifstream in(csv);
+  std::string header, line, last;
+  std::getline(in, header);
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  if (header.empty() || last.empty()) return {};
+  return {split(header, ','), split(last, ',')};
+}
+
+std::string last_line_of(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+pid_t start_point(const SweepOptions& opt, const std::string& config, const std::vector<std::string>& args,
+                  const fs::path& log) {
+  const pid_t sweeper = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a killed sweep takes its points with it
+  if (::getppid() != sweeper) ::_exit(143);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+  }
+  ::setpgid(0, 0);  // the terminal's Ctrl-C reaches the sweep, which forwards it once
+  std::vector<std::string> all{opt.gantry_exe, "train", config};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(opt.gantry_exe.c_str(), argv.data());
+  std::fprintf(stderr, "gantry sweep: cannot run %s: %s\n", opt.gantry_exe.c_str(), std::strerror(errno));
+  ::_exit(127);
+}
+
+void print_summary(const std::vector<Point>& points, const fs::path& dir, const SweepOptions& opt) {
+  // Columns: every metric any point logged, in first-seen order.
+  std::vector<std::string> metrics;
+  std::map<std::string, std::map<std::string, std::string>> values;  // point -> metric -> value
+  for (const auto& p : points) {
+    const auto [header, row] = last_row(dir / p.label / "latest" / "metrics.csv");
+    for (size_t i = 0; i < header.size() && i < row.size(); ++i) {
+      if (header[i] == "epoch" || header[i] == "wall_time") continue;
+      if (std::find(metrics.begin(), metrics.end(), header[i]) == metrics.end()) metrics.push_back(header[i]);
+      values[p.label][header[i]] = row[i];
+    }
+  }
+  std::string metric = opt.metric;
+  if (metric.empty())
+    for (const auto& m : metrics)
+      if (m != "step" && m.rfind("lr-", 0) != 0) {
+        metric = m;
+        break;
+      }
+  size_t w = 5;
+  for (const auto& p : points) w = std::max(w, p.label.size());
+  std::printf("\n%-*s  %-16s", int(w), "point", "status");
+  for (const auto& m : metrics) std::printf("  %12s", m.c_str());
+  std::printf("\n");
+  const Point* best = nullptr;
+  double best_value = 0;
+  for (const auto& p : points) {
+    std::printf("%-*s  %-16s", int(w), p.label.c_str(), p.status.c_str());
+    for (const auto& m : metrics) {
+      const auto it = values[p.label].find(m);
+      std::printf("  %12s", it == values[p.label].end() ? "-" : it->second.c_str());
+    }
+    std::printf("\n");
+    const auto it = values[p.label].find(metric);
+    if (p.status != "done" || it == values[p.label].end()) continue;
+    const double v = std::strtod(it->second.c_str(), nullptr);
+    if (!std::isfinite(v)) continue;
+    if (!best || (opt.maximize ? v > best_value : v < best_value)) {
+      best = &p;
+      best_value = v;
+    }
+  }
+  if (best)
+    std::printf("best by final %s (%s): %s (%s)\n", metric.c_str(), opt.maximize ? "largest" : "smallest",
+                best->label.c_str(), values[best->label][metric].c_str());
+  else if (!metric.empty())
+    std::printf("best: none (no finished point logged %s)\n", metric.c_str());
+  std::printf("sweep directory: %s (sweep.tsv; each point's runs under it)\n", dir.c_str());
+}
+
+}  // namespace
+
+int sweep(const std::string& config, const std::vector<std::string>& args, const SweepOptions& opt) {
+  if (opt.parallel < 1) throw ConfigError("gantry sweep: --parallel must be >= 1");
+  std::vector<std::string> fixed;
+  std::vector<Axis> axes;
+  bool threads_given = false;
+  for (const auto& a : args) {
+    const size_t eq = a.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("gantry sweep: '" + a + "' is not key=value (an axis is key=a,b,c)");
+    const std::string key = a.substr(0, eq), value = a.substr(eq + 1);
+    if (key == "name" || key == "trainer.out_dir" || key == "trainer.resume")
+      throw ConfigError("gantry sweep: '" + key + "' is set by the sweep for each point (its directory and resume)");
+    threads_given |= key == "trainer.threads";
+    if (value.find(',') == std::string::npos) {
+      fixed.push_back(a);
+      continue;
+    }
+    Axis axis{key, split(value, ',')};
+    for (const auto& v : axis.values)
+      if (v.empty()) throw ConfigError("gantry sweep: '" + a + "' has an empty value");
+    for (const auto& other : axes)
+      if (other.key == key) throw ConfigError("gantry sweep: '" + key + "' is swept twice");
+    axes.push_back(std::move(axis));
+  }
+  // The grid, first axis slowest (as nested loops read left to right).
+  std::vector<Point> points;
+  std::vector<size_t> at(axes.size(), 0);
+  while (true) {
+    Point p;
+    std::vector<std::string> values;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      values.push_back(axes[i].values[at[i]]);
+      p.overrides.push_back(axes[i].key + "=" + values.back());
+    }
+    p.label = label_of(axes, values);
+    points.push_back(std::move(p));
+    size_t i = axes.size();
+    while (i > 0 && ++at[i - 1] == axes[i - 1].values.size()) at[--i] = 0;
+    if (i == 0) break;
+  }
+  // Every point's config, checked before anything runs.
+  const ExperimentConfig base = ExperimentConfig::load(config, fixed);
+  for (const auto& p : points) {
+    std::vector<std::string> o = fixed;
+    o.insert(o.end(), p.overrides.begin(), p.overrides.end());
+    try {
+      ExperimentConfig::load(config, o);
+    } catch (const Error& e) {
+      throw ConfigError("gantry sweep: point " + p.label + ": " + e.what());
+    }
+  }
+  const fs::path dir = fs::path(base.trainer.out_dir) / base.name / "sweep";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create " + dir.string() + ": " + ec.message());
+  const fs::path csv = dir / "sweep.tsv";  // point<TAB>status (labels hold commas)
+  const auto known = read_status(csv);
+  size_t done = 0;
+  for (auto& p : points) {
+    const auto it = known.find(p.label);
+    if (it != known.end() && it->second == "done") {
+      p.status = "done";
+      ++done;
+    }
+  }
+  const int threads = std::max(1, available_cores() / std::min<int>(opt.parallel, int(points.size())));
+  const std::string each =
+      threads_given ? "" : ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " each";
+  std::printf("sweep: %zu points (%zu %s) of %s, %zu done already; %d at a time%s\n", points.size(), axes.size(),
+              axes.size() == 1 ? "axis" : "axes", config.c_str(), done, opt.parallel, each.c_str());
+  std::fflush(stdout);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_sweep_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  write_status(csv, points);
+  size_t next = 0, running = 0;
+  bool forwarded = false;
+  auto launch_next = [&] {
+    while (next < points.size() && points[next].status == "done") ++next;
+    if (next >= points.size()) return false;
+    Point& p = points[next++];
+    std::vector<std::string> a = fixed;
+    a.insert(a.end(), p.overrides.begin(), p.overrides.end());
+    a.push_back("name=" + p.label);
+    a.push_back("trainer.out_dir=" + dir.string());
+    a.push_back("trainer.resume=auto");
+    if (!threads_given) a.push_back("trainer.threads=" + std::to_string(threads));
+    a.push_back("trainer.progress=none");
+    p.pid = start_point(opt, config, a, dir / (p.label + ".log"));
+    p.status = "running";
+    ++running;
+    std::printf("sweep: %s: started (log %s)\n", p.label.c_str(), (dir / (p.label + ".log")).c_str());
+    std::fflush(stdout);
+    return true;
+  };
+  while (true) {
+    const int sig = g_sweep_signal.load();
+    if (sig && !forwarded) {
+      forwarded = true;
+      std::printf("sweep: signal %d: stopping the running points at their next step (each saves a checkpoint)\n", sig);
+      std::fflush(stdout);
+      for (auto& p : points)
+        if (p.status == "running") ::kill(p.pid, sig);
+    }
+    while (!forwarded && running < size_t(opt.parallel) && launch_next()) {
+    }
+    if (running == 0) break;
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (auto& p : points) {
+      if (p.pid != pid || p.status != "running") continue;
+      --running;
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (code == 0)
+        p.status = "done";
+      else if (forwarded)
+        p.status = "stopped";
+      else
+        p.status = "failed (exit " + std::to_string(code) + ")";
+      std::printf("sweep: %s: %s%s\n", p.label.c_str(), p.status.c_str(),
+                  code && !forwarded ? (": " + last_line_of(dir / (p.label + ".log"))).c_str() : "");
+      std::fflush(stdout);
+      write_status(csv, points);
+    }
+  }
+  for (auto& p : points)
+    if (p.status == "running" || (forwarded && p.status == "pending")) p.status = "stopped";
+  write_status(csv, points);
+  print_summary(points, dir, opt);
+  if (forwarded) return 128 + g_sweep_signal.load();
+  return std::all_of(points.begin(), points.end(), [](const Point& p) { return p.status == "done"; }) ? 0 : 1;
+}
+
+}  // namespace gantry

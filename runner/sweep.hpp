@@ -1,0 +1,22 @@
+// `gantry sweep CONFIG key=a,b key2=x,y [--parallel N]`: the grid of
+// overrides, each point a run of its own, run locally N at a time (see sweep.cpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gantry {
+
+struct SweepOptions {
+  std::string gantry_exe;  ///< the gantry binary each point runs (`gantry train`)
+  int parallel = 1;        ///< points at a time; the cores are divided among them
+  std::string metric;      ///< the summary's "best" column (metrics.csv); empty: the first metric
+  bool maximize = false;   ///< best = largest (else smallest)
+};
+
+/// Runs every point of the grid that is not done yet and prints a summary.
+/// `args`: key=value overrides; a value with commas is an axis of the grid.
+/// Returns 0 when every point is done, 1 when one failed, 128 + signal when stopped.
+int sweep(const std::string& config, const std::vector<std::string>& args, const SweepOptions& opt);
+
+}  // namespace gantry
