@@ -358,6 +358,10 @@ int main(int argc, char** argv) {
   submit_cmd->add_option("overrides", overrides, "Overrides: key=value");
   submit_cmd->add_flag("--dry-run", dry_run, "Print the script instead of submitting it");
   submit_cmd->add_flag("--wait", wait, "sbatch --wait: block until the job ends, exit with its status");
+  bool submit_sweep = false;
+  submit_cmd->add_flag("--sweep", submit_sweep,
+                       "The overrides are a grid (key=a,b,c): one SLURM job array, a task per point "
+                       "(slurm.array_parallel at once)");
 
   SweepOptions so;
   auto* sweep_cmd = app.add_subcommand(
@@ -368,6 +372,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   sweep_cmd->add_option("--metric", so.metric, "The metric the summary ranks by (default: the first logged)");
   sweep_cmd->add_flag("--max", so.maximize, "Best = largest final value (default: smallest)");
+  sweep_cmd->add_flag("--summary", so.summary_only, "Only print the table of what has run (e.g. after an array job)");
+  sweep_cmd->add_flag("--array-task", so.array_task,
+                      "Run only point SLURM_ARRAY_TASK_ID (the command gantry submit --sweep writes)");
 
   auto* validate =
       app.add_subcommand("validate", "Check a config, its plugin and data without training");
@@ -406,7 +413,7 @@ int main(int argc, char** argv) {
       return sweep(config, overrides, so);
     }
     if (*submit_cmd)
-      return submit(config, overrides, dry_run, wait, boost::dll::program_location().string());
+      return submit(config, overrides, dry_run, wait, boost::dll::program_location().string(), submit_sweep);
     if (*plugins) return cmd_plugins();
     if (*sample) return cmd_sample(checkpoint, n, out, seed, tensor_out);
   } catch (const Error& e) {

@@ -3,11 +3,13 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 
 #include "config/errors.hpp"
 #include "config/files.hpp"
+#include "sweep.hpp"
 
 namespace fs = std::filesystem;
 
@@ -45,7 +47,7 @@ std::string find_template(const std::string& path, const std::string& gantry_exe
 
 std::string render_sbatch(const ExperimentConfig& cfg, const std::string& template_text,
                           const std::string& gantry_exe, const std::string& config_path,
-                          const std::vector<std::string>& overrides) {
+                          const std::vector<std::string>& overrides, size_t array_size) {
   const auto& s = cfg.slurm;
   const auto& t = cfg.trainer;
   const int64_t cpus = s.cpus_per_task > 0 ? s.cpus_per_task : (t.threads > 0 ? t.threads : 1);
@@ -63,20 +65,38 @@ std::string render_sbatch(const ExperimentConfig& cfg, const std::string& templa
   if (!s.signal.empty()) line("--signal=" + s.signal);
   line("--requeue");
   line("--open-mode=append");
-  line("--output=" + (fs::absolute(t.out_dir) / cfg.name / "slurm-%j.out").string());
+  if (array_size > 0) {  // one task per point; each requeued on its own
+    line("--array=0-" + std::to_string(array_size - 1) +
+         (s.array_parallel > 0 ? "%" + std::to_string(s.array_parallel) : std::string()));
+    line("--output=" + (fs::absolute(t.out_dir) / cfg.name / "slurm-%A_%a.out").string());
+  } else {
+    line("--output=" + (fs::absolute(t.out_dir) / cfg.name / "slurm-%j.out").string());
+  }
   d.pop_back();
-  std::string cmd = shell_quote(gantry_exe) + " train " + shell_quote(fs::absolute(config_path).string());
+  std::string cmd = shell_quote(gantry_exe) + (array_size > 0 ? " sweep " : " train ") +
+                    shell_quote(fs::absolute(config_path).string());
   for (const auto& o : overrides) cmd += " " + shell_quote(o);
+  if (array_size > 0) cmd += " --array-task";
   if (template_text.find("{{command}}") == std::string::npos)
     throw ConfigError("slurm.template has no {{command}} placeholder");
   return replace_all(replace_all(template_text, "{{sbatch}}", d), "{{command}}", cmd);
 }
 
 int submit(const std::string& config_path, const std::vector<std::string>& overrides, bool dry_run,
-           bool wait, const std::string& gantry_exe) {
-  const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
+           bool wait, const std::string& gantry_exe, bool sweep) {
+  // A sweep's grid: every point checked; its fixed overrides make the job's config.
+  size_t array_size = 0;
+  std::vector<std::string> fixed = overrides;
+  if (sweep) {
+    array_size = sweep_size(config_path, overrides);
+    fixed.erase(std::remove_if(fixed.begin(), fixed.end(),
+                               [](const std::string& o) { return o.find(',') != std::string::npos; }),
+                fixed.end());
+  }
+  const ExperimentConfig cfg = ExperimentConfig::load(config_path, fixed);
   const std::string tmpl_path = find_template(cfg.slurm.template_path, gantry_exe);
-  const std::string script = render_sbatch(cfg, read_file(tmpl_path), gantry_exe, config_path, overrides);
+  const std::string script =
+      render_sbatch(cfg, read_file(tmpl_path), gantry_exe, config_path, overrides, array_size);
   if (dry_run) {
     std::fputs(script.c_str(), stdout);
     return 0;
@@ -98,8 +118,10 @@ int submit(const std::string& config_path, const std::vector<std::string>& overr
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
   std::smatch m;
   if (std::regex_search(out, m, std::regex("Submitted batch job (\\d+)"))) {
-    std::printf("submitted job %s: %s (log: %s)\n", m[1].str().c_str(), file.c_str(),
-                (fs::absolute(cfg.trainer.out_dir) / cfg.name / ("slurm-" + m[1].str() + ".out")).c_str());
+    const std::string log = "slurm-" + m[1].str() + (array_size > 0 ? "_<task>.out" : ".out");
+    std::printf("submitted job %s%s: %s (log: %s)\n", m[1].str().c_str(),
+                array_size > 0 ? (", an array of " + std::to_string(array_size) + " points").c_str() : "",
+                file.c_str(), (fs::absolute(cfg.trainer.out_dir) / cfg.name / log).c_str());
   } else {
     std::string first = out.substr(0, out.find('\n'));
     throw Error("sbatch " + file.string() + " failed: " + (first.empty() ? "no output" : first));

@@ -9,13 +9,16 @@
 namespace gantry {
 
 /// The sbatch script for `cfg`, running `gantry_exe train config_path overrides...`.
+/// `array_size` > 0: a job array of that many tasks, each running its point
+/// of the sweep the overrides make (`gantry sweep ... --array-task`).
 std::string render_sbatch(const ExperimentConfig& cfg, const std::string& template_text,
                           const std::string& gantry_exe, const std::string& config_path,
-                          const std::vector<std::string>& overrides);
+                          const std::vector<std::string>& overrides, size_t array_size = 0);
 
 /// Renders, then prints (dry_run) or writes and sbatches the script (`wait`:
 /// sbatch --wait, returning the job's exit code). Returns the process exit code.
+/// `sweep`: the overrides are a grid (gantry sweep's), submitted as one job array.
 int submit(const std::string& config_path, const std::vector<std::string>& overrides, bool dry_run,
-           bool wait, const std::string& gantry_exe);
+           bool wait, const std::string& gantry_exe, bool sweep = false);
 
 }  // namespace gantry

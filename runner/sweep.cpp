@@ -178,7 +178,7 @@ void print_summary(const std::vector<Point>& points, const fs::path& dir, const 
     }
     std::printf("\n");
     const auto it = values[p.label].find(metric);
-    if (p.status != "done" || it == values[p.label].end()) continue;
+    if ((p.status != "done" && p.status != "ran") || it == values[p.label].end()) continue;
     const double v = std::strtod(it->second.c_str(), nullptr);
     if (!std::isfinite(v)) continue;
     if (!best || (opt.maximize ? v > best_value : v < best_value)) {
@@ -190,17 +190,21 @@ void print_summary(const std::vector<Point>& points, const fs::path& dir, const 
     std::printf("best by final %s (%s): %s (%s)\n", metric.c_str(), opt.maximize ? "largest" : "smallest",
                 best->label.c_str(), values[best->label][metric].c_str());
   else if (!metric.empty())
-    std::printf("best: none (no finished point logged %s)\n", metric.c_str());
+    std::printf("best: none (no point that ran logged %s)\n", metric.c_str());
   std::printf("sweep directory: %s (sweep.tsv; each point's runs under it)\n", dir.c_str());
 }
 
-}  // namespace
-
-int sweep(const std::string& config, const std::vector<std::string>& args, const SweepOptions& opt) {
-  if (opt.parallel < 1) throw ConfigError("gantry sweep: --parallel must be >= 1");
+// The grid `args` makes, every point's config checked; the sweep's directory.
+struct Grid {
   std::vector<std::string> fixed;
   std::vector<Axis> axes;
+  std::vector<Point> points;
   bool threads_given = false;
+  fs::path dir;
+};
+
+Grid make_grid(const std::string& config, const std::vector<std::string>& args) {
+  Grid g;
   for (const auto& a : args) {
     const size_t eq = a.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -208,38 +212,37 @@ int sweep(const std::string& config, const std::vector<std::string>& args, const
     const std::string key = a.substr(0, eq), value = a.substr(eq + 1);
     if (key == "name" || key == "trainer.out_dir" || key == "trainer.resume")
       throw ConfigError("gantry sweep: '" + key + "' is set by the sweep for each point (its directory and resume)");
-    threads_given |= key == "trainer.threads";
+    g.threads_given |= key == "trainer.threads";
     if (value.find(',') == std::string::npos) {
-      fixed.push_back(a);
+      g.fixed.push_back(a);
       continue;
     }
     Axis axis{key, split(value, ',')};
     for (const auto& v : axis.values)
       if (v.empty()) throw ConfigError("gantry sweep: '" + a + "' has an empty value");
-    for (const auto& other : axes)
+    for (const auto& other : g.axes)
       if (other.key == key) throw ConfigError("gantry sweep: '" + key + "' is swept twice");
-    axes.push_back(std::move(axis));
+    g.axes.push_back(std::move(axis));
   }
   // The grid, first axis slowest (as nested loops read left to right).
-  std::vector<Point> points;
-  std::vector<size_t> at(axes.size(), 0);
+  std::vector<size_t> at(g.axes.size(), 0);
   while (true) {
     Point p;
     std::vector<std::string> values;
-    for (size_t i = 0; i < axes.size(); ++i) {
-      values.push_back(axes[i].values[at[i]]);
-      p.overrides.push_back(axes[i].key + "=" + values.back());
+    for (size_t i = 0; i < g.axes.size(); ++i) {
+      values.push_back(g.axes[i].values[at[i]]);
+      p.overrides.push_back(g.axes[i].key + "=" + values.back());
     }
-    p.label = label_of(axes, values);
-    points.push_back(std::move(p));
-    size_t i = axes.size();
-    while (i > 0 && ++at[i - 1] == axes[i - 1].values.size()) at[--i] = 0;
+    p.label = label_of(g.axes, values);
+    g.points.push_back(std::move(p));
+    size_t i = g.axes.size();
+    while (i > 0 && ++at[i - 1] == g.axes[i - 1].values.size()) at[--i] = 0;
     if (i == 0) break;
   }
   // Every point's config, checked before anything runs.
-  const ExperimentConfig base = ExperimentConfig::load(config, fixed);
-  for (const auto& p : points) {
-    std::vector<std::string> o = fixed;
+  const ExperimentConfig base = ExperimentConfig::load(config, g.fixed);
+  for (const auto& p : g.points) {
+    std::vector<std::string> o = g.fixed;
     o.insert(o.end(), p.overrides.begin(), p.overrides.end());
     try {
       ExperimentConfig::load(config, o);
@@ -247,8 +250,70 @@ int sweep(const std::string& config, const std::vector<std::string>& args, const
       throw ConfigError("gantry sweep: point " + p.label + ": " + e.what());
     }
   }
-  const fs::path dir = fs::path(base.trainer.out_dir) / base.name / "sweep";
+  g.dir = fs::path(base.trainer.out_dir) / base.name / "sweep";
+  return g;
+}
+
+// What `gantry train` gets for point `p` (besides the config).
+std::vector<std::string> train_args(const Grid& g, const Point& p) {
+  std::vector<std::string> a = g.fixed;
+  a.insert(a.end(), p.overrides.begin(), p.overrides.end());
+  a.push_back("name=" + p.label);
+  a.push_back("trainer.out_dir=" + g.dir.string());
+  a.push_back("trainer.resume=auto");
+  return a;
+}
+
+// One point of a SLURM job array: SLURM_ARRAY_TASK_ID's, as `gantry train`
+// itself (exec: srun's signals, ranks and requeue reach it unchanged).
+int run_array_task(const std::string& config, const Grid& g, const SweepOptions& opt) {
+  const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
+  char* end = nullptr;
+  const long k = id ? std::strtol(id, &end, 10) : -1;
+  if (!id || *end || k < 0 || k >= long(g.points.size()))
+    throw ConfigError(std::string("gantry sweep --array-task: SLURM_ARRAY_TASK_ID is ") + (id ? id : "not set") +
+                      ", the grid has points 0-" + std::to_string(g.points.size() - 1) +
+                      " (submit it with gantry submit --sweep)");
+  const Point& p = g.points[size_t(k)];
   std::error_code ec;
+  fs::create_directories(g.dir, ec);
+  std::printf("sweep: array task %ld of %zu: %s\n", k, g.points.size(), p.label.c_str());
+  std::fflush(stdout);
+  std::vector<std::string> all{opt.gantry_exe, "train", config};
+  for (auto& a : train_args(g, p)) all.push_back(a);
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(opt.gantry_exe.c_str(), argv.data());
+  throw Error("gantry sweep: cannot run " + opt.gantry_exe + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+size_t sweep_size(const std::string& config, const std::vector<std::string>& args) {
+  return make_grid(config, args).points.size();
+}
+
+int sweep(const std::string& config, const std::vector<std::string>& args, const SweepOptions& opt) {
+  if (opt.parallel < 1) throw ConfigError("gantry sweep: --parallel must be >= 1");
+  Grid g = make_grid(config, args);
+  if (opt.array_task) return run_array_task(config, g, opt);
+  std::vector<Point>& points = g.points;
+  const std::vector<Axis>& axes = g.axes;
+  const bool threads_given = g.threads_given;
+  const fs::path& dir = g.dir;
+  std::error_code ec;
+  if (opt.summary_only) {
+    const auto known = read_status(dir / "sweep.tsv");
+    for (auto& p : points) {
+      const auto it = known.find(p.label);
+      p.status = it != known.end() ? it->second
+                 : fs::exists(dir / p.label / "latest" / "metrics.csv") ? "ran"
+                                                                        : "not run";
+    }
+    print_summary(points, dir, opt);
+    return 0;
+  }
   fs::create_directories(dir, ec);
   if (ec) throw Error("cannot create " + dir.string() + ": " + ec.message());
   const fs::path csv = dir / "sweep.tsv";  // point<TAB>status (labels hold commas)
@@ -279,11 +344,7 @@ int sweep(const std::string& config, const std::vector<std::string>& args, const
     while (next < points.size() && points[next].status == "done") ++next;
     if (next >= points.size()) return false;
     Point& p = points[next++];
-    std::vector<std::string> a = fixed;
-    a.insert(a.end(), p.overrides.begin(), p.overrides.end());
-    a.push_back("name=" + p.label);
-    a.push_back("trainer.out_dir=" + dir.string());
-    a.push_back("trainer.resume=auto");
+    std::vector<std::string> a = train_args(g, p);
     if (!threads_given) a.push_back("trainer.threads=" + std::to_string(threads));
     a.push_back("trainer.progress=none");
     p.pid = start_point(opt, config, a, dir / (p.label + ".log"));

@@ -12,7 +12,13 @@ struct SweepOptions {
   int parallel = 1;        ///< points at a time; the cores are divided among them
   std::string metric;      ///< the summary's "best" column (metrics.csv); empty: the first metric
   bool maximize = false;   ///< best = largest (else smallest)
+  bool summary_only = false;  ///< print the summary of what has run, run nothing
+  bool array_task = false;    ///< run only point SLURM_ARRAY_TASK_ID, as `gantry train` (gantry submit --sweep)
 };
+
+/// The number of points of the grid `args` makes; every point's config is
+/// checked (throws ConfigError naming the point).
+size_t sweep_size(const std::string& config, const std::vector<std::string>& args);
 
 /// Runs every point of the grid that is not done yet and prints a summary.
 /// `args`: key=value overrides; a value with commas is an axis of the grid.

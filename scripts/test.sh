@@ -17,7 +17,7 @@ for preset in "${presets[@]}"; do GANTRY_PRESET=$preset scripts/setup.sh; done
 required=(
   sdk:sdk_out_of_tree_plugin
   slurm:slurm_cluster_start slurm:slurm_submit_one_node slurm:slurm_submit_two_node
-  slurm:slurm_preempt_requeue_resume slurm:slurm_cluster_stop
+  slurm:slurm_preempt_requeue_resume slurm:slurm_sweep_array slurm:slurm_cluster_stop
   distributed:netns_two_nodes distributed:shm_fallback_to_gloo
   python:python_loads_checkpoint
   fuzz:fuzz_wire_decoder

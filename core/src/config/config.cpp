@@ -131,6 +131,7 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("slurm.account", &E::slurm, &SlurmOptions::account));
     f.push_back(option_field("slurm.signal", &E::slurm, &SlurmOptions::signal));
     f.push_back(option_field("slurm.template", &E::slurm, &SlurmOptions::template_path));
+    f.push_back(option_field("slurm.array_parallel", &E::slurm, &SlurmOptions::array_parallel));
     return f;
   }();
   return fields;
@@ -430,6 +431,7 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
         "slurm.time", "a SLURM time limit: MM, HH:MM:SS, D-HH:MM:SS (e.g. 01:00:00)");
   check(std::regex_match(cfg.slurm.mem, std::regex(R"(([0-9]+[KMGT]?)?)")), "slurm.mem",
         "a SLURM memory size such as 32G or 4000M (empty: the default)");
+  check(cfg.slurm.array_parallel >= 0, "slurm.array_parallel", ">= 0 (0: no limit)");
   check(std::regex_match(cfg.slurm.signal, std::regex(R"((B:)?(SIG)?[A-Z0-9]+(@[0-9]+)?)")), "slurm.signal",
         "a SLURM --signal value such as USR1@90");
   check(std::regex_match(cfg.slurm.partition, std::regex(R"([A-Za-z0-9_.,-]*)")), "slurm.partition",

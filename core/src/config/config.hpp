@@ -76,6 +76,7 @@ struct SlurmOptions {
   std::string account;                    ///< --account; empty: none
   std::string signal = "USR1@90";         ///< --signal: the step's tasks get it before the time limit
   std::string template_path = "slurm/train.sbatch";  ///< the sbatch template (`slurm.template`)
+  int64_t array_parallel = 0;             ///< `gantry submit --sweep`: at most this many points at once (--array's %N); 0: no limit
 };
 
 /// The `monitor:` section: the live stream served by rank 0 (docs/protocol.md).
