@@ -106,20 +106,29 @@ struct Trainer::Impl {
     return r == "on_log" || (r == "auto" && accel->device().is_cuda());
   }
 
-  // The pending batches' logged values, in batch order: one copy to the host
-  // for all of them, one all-reduce for those logged with sync (averaged over
-  // ranks); each batch's go into fit.interval, the newest batch's are
-  // fit.values. Returns a message naming the first NaN/Inf (its batch's
-  // values are not added), or "".
+  // The pending batches' logged values, in batch order: values on the CPU
+  // read directly, those on a GPU in one copy to the host for all of them;
+  // one all-reduce for those logged with sync (averaged over ranks). Each
+  // batch's go into fit.interval, the newest batch's are fit.values. Returns
+  // a message naming the first NaN/Inf (its batch's values are not added), or "".
   std::string read_pending(std::vector<PendingStep>& pending, FitState& fit) const {
     if (pending.empty()) return "";
-    std::vector<torch::Tensor> all;
-    for (const auto& p : pending)
-      for (const auto& v : p.logged) all.push_back(v.value.reshape({1}).to(torch::kFloat64));
     std::vector<double> host;
-    if (!all.empty()) {
-      const torch::Tensor t = torch::cat(all).cpu();
-      host.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    std::vector<torch::Tensor> on_device;  // and where each goes in `host`
+    std::vector<size_t> slots;
+    for (const auto& p : pending)
+      for (const auto& v : p.logged) {
+        if (v.value.device().is_cpu()) {
+          host.push_back(v.value.item<double>());
+          continue;
+        }
+        slots.push_back(host.size());
+        host.push_back(0);
+        on_device.push_back(v.value.reshape({1}).to(torch::kFloat64));
+      }
+    if (!on_device.empty()) {
+      const torch::Tensor t = torch::cat(on_device).cpu();
+      for (size_t k = 0; k < slots.size(); ++k) host[slots[k]] = t.data_ptr<double>()[k];
     }
     std::vector<double> to_sync;
     size_t i = 0;
