@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <ATen/CPUGeneratorImpl.h>
 
 #include "config/errors.hpp"
 #if GANTRY_WITH_CUDA
@@ -32,6 +31,13 @@ bool Accelerator::identical(const std::vector<torch::Tensor>& tensors) const {
 }
 
 namespace {
+
+// The default generator's state of `device` (the CPU's, or a GPU's).
+torch::Tensor generator_state(torch::Device device) {
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
 
 // Tensors on the CPU; gradients through shared memory when every rank is on
 // this host, else Gloo's c10d::Reducer.
@@ -69,13 +75,7 @@ class GlooAccelerator final : public Accelerator {
 
   std::vector<torch::Tensor> gather_rng_states() override {
     if (!pg_) return {};
-    auto gen = at::detail::getDefaultCPUGenerator();
-    torch::Tensor mine;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      mine = gen.get_state();
-    }
-    return pg_->allgather(mine);
+    return pg_->allgather(generator_state(torch::kCPU));
   }
 
  private:
@@ -154,12 +154,6 @@ class CudaAccelerator final : public Accelerator {
   }
 
  private:
-  static torch::Tensor generator_state(torch::Device device) {
-    auto gen = at::globalContext().defaultGenerator(device);
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    return gen.get_state();
-  }
-
   const ExperimentConfig cfg_;
   torch::Device device_;
 };
