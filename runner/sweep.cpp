@@ -37,6 +37,7 @@
 #include "config/config.hpp"
 #include "config/errors.hpp"
 #include "config/files.hpp"
+#include "io/metrics_csv.hpp"
 #include "runtime/runtime.hpp"
 
 namespace fs = std::filesystem;
@@ -47,15 +48,6 @@ namespace {
 
 std::atomic<int> g_sweep_signal{0};
 extern "C" void on_sweep_signal(int sig) { g_sweep_signal.store(sig); }
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(s);
-  while (std::getline(in, cell, sep)) out.push_back(cell);
-  if (!s.empty() && s.back() == sep) out.emplace_back();
-  return out;
-}
 
 struct Axis {
   std::string key;
@@ -110,7 +102,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> last_row(const fs:
   while (std::getline(in, line))
     if (!line.empty()) last = line;
   if (header.empty() || last.empty()) return {};
-  return {split(header, ','), split(last, ',')};
+  return {split_csv_line(header), split_csv_line(last)};
 }
 
 std::string last_line_of(const fs::path& log) {
@@ -217,7 +209,7 @@ Grid make_grid(const std::string& config, const std::vector<std::string>& args) 
       g.fixed.push_back(a);
       continue;
     }
-    Axis axis{key, split(value, ',')};
+    Axis axis{key, split_csv_line(value)};
     for (const auto& v : axis.values)
       if (v.empty()) throw ConfigError("gantry sweep: '" + a + "' has an empty value");
     for (const auto& other : g.axes)

@@ -11,16 +11,16 @@
 
 namespace gantry {
 
-namespace {
-
-std::vector<std::string> split_csv_line(const std::string& line) {
+std::vector<std::string> split_csv_line(const std::string& line, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(line);
   std::string cell;
-  while (std::getline(ss, cell, ',')) out.push_back(cell);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
+  while (std::getline(ss, cell, sep)) out.push_back(cell);
+  if (!line.empty() && line.back() == sep) out.emplace_back();
   return out;
 }
+
+namespace {
 
 std::string header_of(const std::vector<std::string>& columns) {
   std::string h = "step,epoch,wall_time";

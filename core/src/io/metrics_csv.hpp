@@ -12,6 +12,10 @@
 
 namespace gantry {
 
+/// The fields of one line split at `sep` (a trailing separator ends with an
+/// empty field). metrics.csv has no quoting: names and values hold no commas.
+GANTRY_CORE_EXPORT std::vector<std::string> split_csv_line(const std::string& line, char sep = ',');
+
 class GANTRY_CORE_EXPORT MetricsCsv {
  public:
   /// Opens `path` for appending; an existing file's header is kept (resume).
