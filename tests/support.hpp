@@ -174,6 +174,19 @@ inline std::vector<std::string> split(const std::string& line, char sep) {
   return out;
 }
 
+/// metrics.csv without its wall_time column (the one thing that differs
+/// between two runs of the same steps), a line per row.
+inline std::string rows_without_wall_time(const std::string& csv) {
+  std::string out;
+  for (const auto& line : lines_of(csv)) {
+    auto cells = split(line, ',');
+    if (cells.size() > 2) cells.erase(cells.begin() + 2);
+    for (const auto& c : cells) out += c + ",";
+    out += "\n";
+  }
+  return out;
+}
+
 /// An IDX file: magic 0x0000080<ndim>, dims, then `data`.
 inline std::string idx_bytes(const std::vector<uint32_t>& dims, const std::string& data) {
   std::string b = {0, 0, 8, static_cast<char>(dims.size())};

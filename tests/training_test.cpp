@@ -181,19 +181,6 @@ TEST(Training, Bf16MixedRunsTheForwardInBf16WithFloat32Weights) {
 
 namespace {
 
-// metrics.csv without its wall_time column (the one thing that differs
-// between two runs of the same steps).
-std::string rows_without_time(const std::string& csv) {
-  std::string out;
-  for (const auto& line : gantry::test::lines_of(csv)) {
-    auto cells = gantry::test::split(line, ',');
-    if (cells.size() > 2) cells.erase(cells.begin() + 2);
-    for (const auto& c : cells) out += c + ",";
-    out += "\n";
-  }
-  return out;
-}
-
 std::string nan_message(const std::string& read_metrics) {
   TempDir dir;
   const auto cfg = ExperimentConfig::load(
@@ -226,7 +213,7 @@ TEST(Training, ReadingMetricsOnlyOnLogStepsGivesTheSameRowsAndTheSameNanStep) {
          "trainer.threads=1", "trainer.read_metrics=" + mode});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
     Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
-    rows[mode] = rows_without_time(gantry::test::read_text(dir / "metrics.csv"));
+    rows[mode] = gantry::test::rows_without_wall_time(gantry::test::read_text(dir / "metrics.csv"));
   }
   EXPECT_EQ(gantry::test::lines_of(rows["on_log"]).size(), 6u) << rows["on_log"];  // header, 10..40, 45
   EXPECT_EQ(rows["on_log"], rows["every_step"]);
