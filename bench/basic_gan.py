@@ -1,6 +1,7 @@
 """The basic GAN's modules as Lightning's tutorial writes them (an MLP
 generator with BatchNorm1d(out, 0.8) and LeakyReLU(0.2), an MLP
-discriminator), in plain torch: bench/lightning_gan.py trains them, and the
+discriminator), in plain torch: bench/lightning_gan.py and bench/python_gan.py
+train them, and the
 tests load gantry's checkpoints into them (tests/python_checkpoint_test.sh on
 Debian's torch, tests/lightning_checkpoint_test.sh through Lightning). The
 discriminator ends in a logit (gantry's GAN uses BCE with logits; the
@@ -33,3 +34,13 @@ class Discriminator(nn.Module):
                                    nn.Linear(512, 256), nn.LeakyReLU(0.2, inplace=True), nn.Linear(256, 1))
     def forward(self, img):
         return self.model(img.view(img.size(0), -1))  # a logit: BCE with logits, as gantry's GAN
+
+
+def add_bench_args(ap):
+    """The options bench/python_gan.py and bench/lightning_gan.py share."""
+    ap.add_argument("--ranks", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")

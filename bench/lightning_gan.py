@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import pytorch_lightning as L
 from torch.utils.data import DataLoader, TensorDataset
 
-from basic_gan import Discriminator, Generator
+from basic_gan import Discriminator, Generator, add_bench_args
 
 
 class GAN(L.LightningModule):
@@ -74,12 +74,7 @@ class Clock(L.Callback):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ranks", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--device", default="cpu", help="Lightning's accelerator: cpu or cuda")
+    add_bench_args(ap)  # --device: Lightning's accelerator
     ap.add_argument("--precision", default="32-true", help="Lightning's precision: 32-true or bf16-mixed")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

@@ -16,13 +16,7 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-def block(i, o, norm=True):
-    layers = [nn.Linear(i, o)]
-    if norm:
-        layers.append(nn.BatchNorm1d(o, 0.8))
-    layers.append(nn.LeakyReLU(0.2, inplace=True))
-    return layers
+from basic_gan import Discriminator, Generator, add_bench_args
 
 
 def worker(rank, args, port, result):
@@ -34,10 +28,7 @@ def worker(rank, args, port, result):
     dev = torch.device(args.device)
     raw = np.frombuffer(gzip.open("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz").read()[16:], np.uint8)
     data = torch.from_numpy(raw.copy()).float().div(127.5).sub(1).view(-1, 784).to(dev)
-    g = nn.Sequential(*block(100, 128, False), *block(128, 256), *block(256, 512), *block(512, 1024),
-                      nn.Linear(1024, 784), nn.Tanh()).to(dev)
-    d = nn.Sequential(nn.Linear(784, 512), nn.LeakyReLU(0.2, True), nn.Linear(512, 256),
-                      nn.LeakyReLU(0.2, True), nn.Linear(256, 1)).to(dev)
+    g, d = Generator(100, (1, 28, 28)).to(dev), Discriminator((1, 28, 28)).to(dev)
     if args.compile:
         g, d = torch.compile(g), torch.compile(d)
     autocast = lambda: torch.autocast(dev.type, torch.bfloat16, enabled=args.precision == "bf16-mixed")
@@ -83,12 +74,7 @@ def worker(rank, args, port, result):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ranks", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--device", default="cpu")
+    add_bench_args(ap)
     ap.add_argument("--precision", default="32", choices=["32", "bf16-mixed"])
     ap.add_argument("--compile", action="store_true")
     args = ap.parse_args()
