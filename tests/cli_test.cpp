@@ -82,7 +82,7 @@ TEST(Cli, ValidateAcceptsTheDemo) {
 TEST(Cli, PluginsListsTheGan) {
   const auto r = run_gantry("plugins");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.1"), std::string::npos) << r.out;  // built with this SDK
+  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.2"), std::string::npos) << r.out;  // built with this SDK
 }
 
 TEST(Cli, TrainWritesRunDirectoryThenSampleReadsTheCheckpoint) {

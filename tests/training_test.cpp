@@ -172,9 +172,11 @@ TEST(Training, Bf16MixedRunsTheForwardInBf16WithFloat32Weights) {
   }
   EXPECT_GT(g_max - g_min, 0.05) << "bf16-mixed g_loss did not move";
   const auto sd = gantry::test::state_dict_of(bf16_dir / "checkpoints/step_0000030.ckpt");
-  for (const auto& e : sd)
-    if (e.value().toTensor().is_floating_point())
+  for (const auto& e : sd) {
+    if (e.value().toTensor().is_floating_point()) {
       EXPECT_EQ(e.value().toTensor().scalar_type(), torch::kFloat) << e.key().toStringRef() << " is not float32";
+    }
+  }
   std::cout << "step 1 d_loss: float32 " << fp32[0][4] << ", bf16-mixed " << bf16[0][4] << "; step 30 g_loss "
             << fp32[29][3] << " vs " << bf16[29][3] << "\n";
 }

@@ -1,4 +1,4 @@
-// A plugin built against a newer minor of the gantry ABI (1.2) than the
+// A plugin built against a newer minor of the gantry ABI (one ahead) than the
 // runner has: it may call hooks the runner lacks, so the loader refuses it.
 #include <gantry/gantry.hpp>
 

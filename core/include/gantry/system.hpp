@@ -235,6 +235,18 @@ class System {
   /// Learning-rate schedules of its own, per optimizer (see LrLambda). Called
   /// once, after configure_optimizers().
   virtual std::vector<LrLambda> configure_schedulers() { return {}; }
+
+  // ---- ABI 1.2: appended; called only on plugins built with minor >= 2 ----
+
+  /// An embedding of data samples for sample-quality metrics (the Frechet
+  /// distance of `metrics.quality_classifier`): `input` [N, C, H, W] in
+  /// DataSpec's range -> float [N, D], a classifier's penultimate layer; its
+  /// forward() then gives the class logits [N, classes]. Called with the
+  /// modules in eval mode, without grad. An undefined tensor: no embedding.
+  virtual torch::Tensor features(const torch::Tensor& input) {
+    (void)input;
+    return {};
+  }
 };
 
 }  // namespace gantry

@@ -118,6 +118,11 @@ const std::vector<Field>& schema() {
     f.push_back(option_field("trainer.read_metrics", &E::trainer, &TrainerOptions::read_metrics));
     f.push_back(option_field("ema.decay", &E::ema, &EmaOptions::decay));
     f.push_back(option_field("ema.modules", &E::ema, &EmaOptions::modules));
+    f.push_back(option_field("metrics.quality_every_n_steps", &E::metrics, &MetricsOptions::quality_every_n_steps));
+    f.push_back(option_field("metrics.quality_classifier", &E::metrics, &MetricsOptions::quality_classifier));
+    f.push_back(option_field("metrics.quality_samples", &E::metrics, &MetricsOptions::quality_samples));
+    f.push_back(option_field("metrics.quality_batch_size", &E::metrics, &MetricsOptions::quality_batch_size));
+    f.push_back(option_field("metrics.quality_seed", &E::metrics, &MetricsOptions::quality_seed));
     f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
     f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
     f.push_back(option_field("monitor.enabled", &E::monitor, &MonitorOptions::enabled));
@@ -458,6 +463,13 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
     check_opt(o.min_lr >= 0, "min_lr", ">= 0", std::to_string(o.min_lr));
   }
   check(cfg.ema.decay >= 0 && cfg.ema.decay < 1, "ema.decay", "in [0, 1) (0: no EMA; typical: 0.999)");
+  const MetricsOptions& m = cfg.metrics;
+  check(m.quality_every_n_steps >= 0, "metrics.quality_every_n_steps", ">= 0 (0: no quality score)");
+  check(m.quality_every_n_steps == 0 || !m.quality_classifier.empty(), "metrics.quality_classifier",
+        "a classifier checkpoint or run directory when metrics.quality_every_n_steps > 0 (train one with "
+        "`gantry train configs/classifier_fashion_mnist.yaml`)");
+  check(m.quality_samples >= 2, "metrics.quality_samples", ">= 2 (typical: 10000)");
+  check(m.quality_batch_size > 0, "metrics.quality_batch_size", "> 0");
   check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");
   check(cfg.checkpoint.keep_last >= 0, "checkpoint.keep_last", ">= 0 (0: keep all)");
   try {

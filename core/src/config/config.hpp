@@ -95,6 +95,17 @@ struct EmaOptions {
   std::string modules;  ///< comma-separated module names (modules() names); empty: every module
 };
 
+/// The `metrics:` section: the sample-quality score (train/callbacks/quality.cpp,
+/// docs/quality.md): the Frechet distance between the features of generated
+/// samples and of the real validation split, under a frozen classifier.
+struct MetricsOptions {
+  int64_t quality_every_n_steps = 0;  ///< score every n batches (and before the first and after the last); 0: never
+  std::string quality_classifier;     ///< a classifier checkpoint, run or experiment directory (its newest checkpoint)
+  int64_t quality_samples = 10000;    ///< K generated samples per score (split among the ranks)
+  int64_t quality_batch_size = 500;   ///< samples generated and embedded at once
+  int64_t quality_seed = 0;           ///< the generator inputs' seed: the same K samples' inputs every time
+};
+
 /// `optimizers.<name>.*`: what the trainer does around one optimizer's step
 /// (`<name>` as configure_optimizers() names it). trainer.gradient_clip_* are
 /// the defaults for every optimizer, as in Lightning.
@@ -124,6 +135,7 @@ struct GANTRY_CORE_EXPORT ExperimentConfig {
   SlurmOptions slurm;
   MonitorOptions monitor;
   EmaOptions ema;
+  MetricsOptions metrics;
   std::map<std::string, OptimizerOptions> optimizers;  ///< by optimizer name; see optimizer()
 
   /// The options of optimizer `name`: its `optimizers.<name>` section over

@@ -143,6 +143,10 @@ std::unique_ptr<Callback> samples_callback();
 std::unique_ptr<Callback> progress_callback();
 /// Every rank: validation over its shard of the validation split every trainer.val_every_n_epochs.
 std::unique_ptr<Callback> validation_callback(std::unique_ptr<DataLoader> val);
+/// Every rank, metrics.quality_every_n_steps > 0: the sample-quality score
+/// (sharded over the ranks), a metrics row at its step. Loads the classifier
+/// (and rank 0 its real statistics) when built.
+std::unique_ptr<Callback> quality_callback(FitState& fit);
 /// Every rank (the RNG states are gathered): a checkpoint every
 /// checkpoint.every_n_steps and at the end; rank 0 writes it.
 std::unique_ptr<Callback> checkpoint_callback();

@@ -308,9 +308,15 @@ std::string find_latest_checkpoint(const std::string& experiment_dir,
   std::vector<Candidate> all;
   std::error_code ec;
   if (!fs::is_directory(experiment_dir, ec)) return "";
-  for (const auto& run : fs::directory_iterator(experiment_dir, ec)) {
-    if (!run.is_directory() || run.is_symlink()) continue;
-    const fs::path dir = run.path() / "checkpoints";
+  std::vector<fs::path> runs;  // a run directory itself, or every run of an experiment
+  if (fs::is_directory(fs::path(experiment_dir) / "checkpoints", ec)) {
+    runs.emplace_back(experiment_dir);
+  } else {
+    for (const auto& run : fs::directory_iterator(experiment_dir, ec))
+      if (run.is_directory() && !run.is_symlink()) runs.push_back(run.path());
+  }
+  for (const auto& run : runs) {
+    const fs::path dir = run / "checkpoints";
     if (!fs::is_directory(dir, ec)) continue;
     for (const auto& f : fs::directory_iterator(dir, ec)) {
       const std::string name = f.path().filename().string();

@@ -59,8 +59,9 @@ GANTRY_CORE_EXPORT void save_checkpoint(const std::string& path,
 /// when it is unreadable, truncated or corrupt.
 GANTRY_CORE_EXPORT CheckpointMeta read_checkpoint_meta(const std::string& path);
 
-/// The newest valid checkpoint under `<experiment_dir>/*/checkpoints/` (by
-/// step, then modification time), or "" when there is none. Invalid ones are
+/// The newest valid checkpoint under `<experiment_dir>/*/checkpoints/`, or
+/// `<experiment_dir>/checkpoints/` when it is a run directory (by step, then
+/// modification time), or "" when there is none. Invalid ones are
 /// skipped, each with a line in `warnings`.
 GANTRY_CORE_EXPORT std::string find_latest_checkpoint(const std::string& experiment_dir,
                                                       std::vector<std::string>* warnings);

@@ -212,6 +212,7 @@ struct Trainer::Impl {
     // refused run leaves an unused run directory (which the runner removes).
     std::unique_ptr<Callback> ema = cfg().ema.decay > 0 ? ema_callback(fit) : nullptr;
     std::unique_ptr<Callback> lr_schedulers = lr_scheduler_callback(fit);
+    std::unique_ptr<Callback> quality = cfg().metrics.quality_every_n_steps > 0 ? quality_callback(fit) : nullptr;
     if (accel->is_zero()) {
       out = std::make_unique<RunOutputs>(fit, lo.batch_size * accel->dist().world_size);
       fit.out = out.get();
@@ -226,6 +227,7 @@ struct Trainer::Impl {
     if (out) callbacks.add(metrics_callback());
     if (out) callbacks.add(progress_callback());
     if (val_loader) callbacks.add(validation_callback(std::move(val_loader)));
+    if (quality) callbacks.add(std::move(quality));
     callbacks.add(checkpoint_callback());
     try {
       return loop(fit, loader, callbacks);

@@ -1,0 +1,120 @@
+// Every rank, metrics.quality_every_n_steps > 0: the sample-quality score
+// (train/quality.hpp) before the first batch, every n batches and after the
+// last. The K samples' inputs are drawn once per score from
+// metrics.quality_seed (the training's generators are left as they were);
+// rank r generates and embeds its slice of them, one all-reduce adds the
+// feature sums, and rank 0 writes a metrics row at that step:
+//   quality_fd              Frechet distance to the real validation split's features
+//   quality_class_entropy   entropy of the samples' predicted classes (ln C: all covered)
+//   quality_seconds         the wall time of the score (every rank waits for it)
+// The samples come from the EMA weights when ema.decay > 0, as the grids do.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "config/errors.hpp"
+
+#include "train/callback.hpp"
+#include "train/ema.hpp"
+#include "train/quality.hpp"
+#include "train/run_outputs.hpp"
+
+namespace gantry {
+
+namespace {
+
+class QualityCallback final : public Callback {
+ public:
+  explicit QualityCallback(FitState& fit)
+      : opt_(fit.cfg().metrics),
+        features_(opt_.quality_classifier, fit.accel.device(),
+                  fit.cfg().where("metrics.quality_classifier") + ": metrics.quality_classifier") {
+    const auto& mine = fit.model.spec().shape;
+    const auto& theirs = features_.spec().shape;
+    if (!mine.empty() && !theirs.empty() && mine != theirs) {
+      std::ostringstream s;
+      s << fit.cfg().where("metrics.quality_classifier") << ": metrics.quality_classifier: plugin "
+        << fit.model.plugin_name() << " generates "
+        << c10::IntArrayRef(mine) << " samples, plugin " << features_.plugin_name() << " ("
+        << features_.checkpoint() << ") embeds images " << c10::IntArrayRef(theirs);
+      throw ConfigError(s.str());
+    }
+    if (!fit.accel.is_zero()) return;
+    std::string note;
+    real_ = features_.real_stats(opt_.quality_batch_size, &note);
+    std::printf("quality: every %ld steps, %ld samples against %ld real images under plugin %s (%s); "
+                "real features %s\n",
+                long(opt_.quality_every_n_steps), long(opt_.quality_samples), long(real_.count),
+                features_.plugin_name().c_str(), features_.checkpoint().c_str(), note.c_str());
+  }
+
+  void on_fit_start(FitState& fit) override {
+    if (fit.state.global_step == 0) score(fit);
+  }
+  void on_batch_end(FitState& fit) override {
+    if (fit.state.global_step % opt_.quality_every_n_steps == 0) score(fit);
+  }
+  void on_train_end(FitState& fit) override {
+    if (last_step_ != fit.state.global_step) score(fit);
+  }
+
+ private:
+  void score(FitState& fit) {
+    const auto start = std::chrono::steady_clock::now();
+    last_step_ = fit.state.global_step;
+    const int rank = fit.accel.dist().rank, world = fit.accel.dist().world_size;
+    const int64_t k = opt_.quality_samples;
+    const int64_t first = k * rank / world, last = k * (rank + 1) / world;
+    System& system = *fit.model.experiment().system;
+    FeatureStats stats;
+    {
+      Model::EvalScope eval(fit.model);
+      if (fit.ema) fit.ema->swap();
+      try {
+        torch::Tensor input;
+        {
+          GlobalRngGuard rng(fit.accel.device());
+          torch::manual_seed(static_cast<uint64_t>(opt_.quality_seed));
+          // Every rank draws all K (cheap next to generating them) and keeps
+          // its slice: the samples do not depend on the world size.
+          input = fit.model.call("sample_input", last_step_, [&] { return system.sample_input(k); });
+        }
+        const DataSpec& spec = fit.model.spec();
+        for (int64_t a = first; a < last; a += opt_.quality_batch_size) {
+          const torch::Tensor z = input.slice(0, a, std::min(a + opt_.quality_batch_size, last)).to(fit.accel.device());
+          const torch::Tensor images = fit.model.call("forward", last_step_, [&] { return system.forward(z); });
+          features_.add(images, spec.low, spec.high, stats, opt_.quality_batch_size);
+        }
+      } catch (...) {
+        if (fit.ema) fit.ema->swap();
+        throw;
+      }
+      if (fit.ema) fit.ema->swap();
+    }
+    stats.allreduce(fit.accel);
+    if (!fit.out) return;
+    const double fd = frechet_distance(stats, real_);
+    const double entropy = stats.class_entropy();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fit.out->scalars(last_step_, fit.state.epoch,
+                     {{"quality_fd", fd}, {"quality_class_entropy", entropy}, {"quality_seconds", seconds}});
+    char text[200];
+    std::snprintf(text, sizeof text, "quality at step %ld: FD %.3f, class entropy %.3f of %.3f, %.1f s",
+                  long(last_step_), fd, entropy, std::log(double(real_.classes.size(0))), seconds);
+    fit.out->progress().message(text);
+  }
+
+  MetricsOptions opt_;
+  FeatureModel features_;
+  FeatureStats real_;  // rank 0
+  int64_t last_step_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Callback> quality_callback(FitState& fit) { return std::make_unique<QualityCallback>(fit); }
+
+}  // namespace gantry

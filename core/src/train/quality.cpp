@@ -1,0 +1,243 @@
+#include "train/quality.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "config/errors.hpp"
+#include "config/files.hpp"
+#include "data/load_images.hpp"
+#include "runtime/runtime.hpp"
+#include "train/accelerator.hpp"
+#include "train/checkpoint.hpp"
+#include "train/ema.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gantry {
+
+// ---- the global generators --------------------------------------------------
+
+namespace {
+torch::Tensor state_of(torch::Device device) {
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+void set_state_of(torch::Device device, const torch::Tensor& state) {
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+}  // namespace
+
+GlobalRngGuard::GlobalRngGuard(torch::Device device) : device_(device), cpu_(state_of(torch::kCPU)) {
+  if (device_.is_cuda()) device_state_ = state_of(device_);
+}
+
+GlobalRngGuard::~GlobalRngGuard() {
+  set_state_of(torch::kCPU, cpu_);
+  if (device_state_.defined()) set_state_of(device_, device_state_);
+}
+
+// ---- statistics ---------------------------------------------------------------
+
+void FeatureStats::add(const torch::Tensor& features, const torch::Tensor& logits) {
+  const torch::Tensor f = features.detach().to(torch::kCPU, torch::kFloat64);
+  const torch::Tensor cls = logits.detach().argmax(1).to(torch::kCPU);
+  if (!sum.defined()) {
+    sum = torch::zeros({f.size(1)}, torch::kFloat64);
+    outer = torch::zeros({f.size(1), f.size(1)}, torch::kFloat64);
+    classes = torch::zeros({logits.size(1)}, torch::kFloat64);
+  }
+  sum += f.sum(0);
+  outer.addmm_(f.t(), f);
+  classes.index_add_(0, cls, torch::ones({cls.size(0)}, torch::kFloat64));
+  count += f.size(0);
+}
+
+torch::Tensor FeatureStats::mean() const { return sum / double(count); }
+
+torch::Tensor FeatureStats::covariance() const {
+  const torch::Tensor mu = mean();
+  return (outer - double(count) * torch::outer(mu, mu)) / double(count - 1);
+}
+
+double FeatureStats::class_entropy() const {
+  const torch::Tensor p = classes / classes.sum();
+  const torch::Tensor nz = p.masked_select(p > 0);
+  return 0.0 - (nz * nz.log()).sum().item<double>();  // +0, not -0, for one class
+}
+
+void FeatureStats::allreduce(const Accelerator& accel) {
+  if (!accel.group()) return;
+  torch::Tensor flat = torch::cat({torch::tensor({double(count)}, torch::kFloat64), sum, outer.flatten(), classes});
+  accel.allreduce_sum(flat);
+  const int64_t d = sum.size(0);
+  count = static_cast<int64_t>(flat[0].item<double>());
+  sum = flat.slice(0, 1, 1 + d).clone();
+  outer = flat.slice(0, 1 + d, 1 + d + d * d).view({d, d}).clone();
+  classes = flat.slice(0, 1 + d + d * d).clone();
+}
+
+c10::Dict<std::string, torch::Tensor> FeatureStats::to_dict() const {
+  c10::Dict<std::string, torch::Tensor> d;
+  d.insert("count", torch::tensor(count));
+  d.insert("sum", sum);
+  d.insert("outer", outer);
+  d.insert("classes", classes);
+  return d;
+}
+
+FeatureStats FeatureStats::from_dict(const c10::Dict<std::string, torch::Tensor>& d) {
+  FeatureStats s;
+  s.count = d.at("count").item<int64_t>();
+  s.sum = d.at("sum");
+  s.outer = d.at("outer");
+  s.classes = d.at("classes");
+  return s;
+}
+
+double frechet_distance(const FeatureStats& a, const FeatureStats& b) {
+  TORCH_CHECK(a.sum.defined() && b.sum.defined() && a.sum.size(0) == b.sum.size(0),
+              "feature statistics of different widths");
+  const torch::Tensor s1 = a.covariance(), s2 = b.covariance();
+  // tr (S1 S2)^1/2 = tr (S1^1/2 S2 S1^1/2)^1/2: the square roots of a
+  // symmetric positive semi-definite matrix's eigenvalues (clamped at 0
+  // against rounding), so no complex sqrtm is needed.
+  const auto [l1, v1] = torch::linalg::eigh(s1, "L");
+  const torch::Tensor root1 = (v1 * l1.clamp_min(0).sqrt().unsqueeze(0)).mm(v1.t());
+  torch::Tensor m = root1.mm(s2).mm(root1);
+  m = (m + m.t()) / 2;
+  const double tr_sqrt = torch::linalg::eigvalsh(m, "L").clamp_min(0).sqrt().sum().item<double>();
+  const double d2 = (a.mean() - b.mean()).pow(2).sum().item<double>();
+  const double fd = d2 + s1.trace().item<double>() + s2.trace().item<double>() - 2 * tr_sqrt;
+  return std::isnan(fd) ? fd : std::max(0.0, fd);
+}
+
+// ---- the classifier ------------------------------------------------------------
+
+FeatureModel::FeatureModel(const std::string& where, torch::Device device, const std::string& key)
+    : key_(key), device_(device) {
+  std::error_code ec;
+  if (fs::is_directory(where, ec)) {
+    checkpoint_ = find_latest_checkpoint(where, nullptr);
+    if (checkpoint_.empty())
+      throw Error(key + ": no valid checkpoint in " + where +
+                  " (train the classifier first: gantry train configs/classifier_fashion_mnist.yaml)");
+  } else if (fs::exists(where, ec)) {
+    checkpoint_ = where;
+  } else {
+    throw Error(key + ": " + where + " does not exist (a classifier checkpoint, run or experiment directory)");
+  }
+  const CheckpointMeta meta = read_checkpoint_meta(checkpoint_);
+  const ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint_ + " (config)");
+  {
+    GlobalRngGuard rng(device);  // building the system seeds the global generator
+    exp_ = Experiment::build(cfg);
+  }
+  const auto& manifest = exp_.plugin->manifest();
+  if (manifest.abi_minor < 2)
+    throw PluginError(key + ": plugin " + manifest.name + " (" + checkpoint_ + ") is built against SDK " +
+                      std::to_string(manifest.abi_major) + "." + std::to_string(manifest.abi_minor) +
+                      ", which has no features(); a feature model needs SDK 1.2 (plugins/classifier)");
+  auto modules = exp_.system->modules();
+  const TrainState saved = load_checkpoint(checkpoint_, manifest.name, modules, {}, false);
+  if (cfg.ema.decay > 0) load_ema_into(saved.extra, modules);
+  for (auto& m : modules) {
+    m.module->to(device);
+    m.module->eval();
+  }
+  spec_ = exp_.system->data_spec();
+}
+
+void FeatureModel::embed(const torch::Tensor& x, FeatureStats& stats) {
+  auto hook = [&](const char* name, auto&& f) -> torch::Tensor {
+    try {
+      return f();
+    } catch (const std::exception& e) {
+      throw PluginError(key_ + ": plugin " + plugin_name() + "'s " + name + " failed: " + error_text(e));
+    }
+  };
+  const torch::Tensor features = hook("features()", [&] { return exp_.system->features(x); });
+  if (!features.defined() || features.dim() != 2 || features.size(0) != x.size(0))
+    throw PluginError(key_ + ": plugin " + plugin_name() + "'s features() gives no [N, D] embedding");
+  const torch::Tensor logits = hook("forward()", [&] { return exp_.system->forward(x); });
+  if (logits.dim() != 2 || logits.size(0) != x.size(0) || logits.size(1) < 2)
+    throw PluginError(key_ + ": plugin " + plugin_name() + "'s forward() gives no class logits [N, classes]");
+  stats.add(features, logits);
+}
+
+void FeatureModel::add(const torch::Tensor& images, double low, double high, FeatureStats& stats,
+                       int64_t batch_size) {
+  if (!spec_.shape.empty() && (images.dim() != 4 || images.sizes().slice(1).vec() != spec_.shape)) {
+    std::ostringstream s;
+    s << key_ << ": the samples are " << images.sizes() << ", plugin " << plugin_name() << " ("
+      << checkpoint_ << ") embeds images " << c10::IntArrayRef(spec_.shape);
+    throw Error(s.str());
+  }
+  torch::NoGradGuard no_grad;
+  const double scale = (spec_.high - spec_.low) / (high - low);
+  for (int64_t a = 0; a < images.size(0); a += batch_size) {
+    torch::Tensor x = images.slice(0, a, std::min(a + batch_size, images.size(0))).to(device_, torch::kFloat32);
+    if (low != spec_.low || high != spec_.high) x = (x - low) * scale + spec_.low;
+    embed(x, stats);
+  }
+}
+
+void FeatureModel::add_pixels(const torch::Tensor& pixels, FeatureStats& stats, int64_t batch_size) {
+  torch::NoGradGuard no_grad;
+  for (int64_t a = 0; a < pixels.size(0); a += batch_size) {
+    const torch::Tensor p = pixels.slice(0, a, std::min(a + batch_size, pixels.size(0)));
+    embed(p.to(device_, torch::kFloat32) * ((spec_.high - spec_.low) / 255.0) + spec_.low, stats);
+  }
+}
+
+FeatureStats FeatureModel::real_stats(int64_t batch_size, std::string* note) {
+  const DataOptions& data = exp_.config.data;
+  ImageDataset real;
+  try {
+    real = load_split(data, Split::kVal, spec_.shape);
+  } catch (const std::exception& e) {
+    throw DataError(key_ + ": the classifier's validation split: " + error_text(e));
+  }
+  // What the cache was made from: the split's files, by content.
+  const std::string made_from = data.format + " " + data.path + " " + data.val_prefix + " " +
+                                std::to_string(real.size()) + " images, checksum " +
+                                std::to_string(real.images.to(torch::kInt64).sum().item<int64_t>());
+  const std::string cache = checkpoint_ + ".real_stats";
+  std::error_code ec;
+  if (fs::exists(cache, ec)) {
+    try {
+      std::ifstream in(cache, std::ios::binary);
+      const std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      const auto d = c10::impl::toTypedDict<std::string, torch::Tensor>(torch::pickle_load(bytes).toGenericDict());
+      const torch::Tensor from = d.at("made_from");
+      if (std::string(static_cast<const char*>(from.data_ptr()), size_t(from.numel())) == made_from) {
+        if (note) *note = "cached in " + cache;
+        return FeatureStats::from_dict(d);
+      }
+    } catch (const std::exception&) {
+      // unreadable or of other files: made anew below
+    }
+  }
+  FeatureStats stats;
+  add_pixels(real.images, stats, batch_size);
+  auto d = stats.to_dict();
+  d.insert("made_from", torch::from_blob(const_cast<char*>(made_from.data()), {int64_t(made_from.size())},
+                                         torch::kUInt8)
+                            .clone());
+  try {
+    const std::vector<char> bytes = torch::pickle_save(d);
+    write_file_atomic(cache, std::string(bytes.begin(), bytes.end()));
+    if (note) *note = "embedded now, cached in " + cache;
+  } catch (const std::exception& e) {
+    if (note) *note = "embedded now; not cached (" + error_text(e) + ")";
+  }
+  return stats;
+}
+
+}  // namespace gantry

@@ -1,0 +1,98 @@
+// The sample-quality score (docs/quality.md): a frozen classifier's features
+// of generated samples against those of the real validation split. FID's
+// recipe with a classifier gantry trains itself instead of Inception (whose
+// weights cannot be fetched on an offline cluster):
+//   Frechet distance  |mu_g - mu_r|^2 + tr(S_g + S_r - 2 (S_g S_r)^1/2)
+//                     of the features' means and covariances (0: the same
+//                     Gaussian; grows with any difference)
+//   class entropy     of the classifier's predicted classes of the samples,
+//                     in nats: ln(classes) when every class is generated
+//                     equally often, 0 when all samples are one class
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gantry/core_export.hpp"
+#include "gantry/system.hpp"
+#include "train/trainer.hpp"
+
+namespace gantry {
+
+class Accelerator;
+
+/// Restores the global CPU generator's state (and `device`'s, when a GPU)
+/// on destruction: a score draws from them without moving the training's
+/// random stream.
+class GANTRY_CORE_EXPORT GlobalRngGuard {
+ public:
+  explicit GlobalRngGuard(torch::Device device);
+  ~GlobalRngGuard();
+  GlobalRngGuard(const GlobalRngGuard&) = delete;
+  GlobalRngGuard& operator=(const GlobalRngGuard&) = delete;
+
+ private:
+  torch::Device device_;
+  torch::Tensor cpu_, device_state_;
+};
+
+/// Sums over samples of the features x (float64, on the CPU): the count, sum
+/// x, sum x x^T and the histogram of predicted classes. Sums add across
+/// ranks and chunks, so a sharded score is one all-reduce.
+struct GANTRY_CORE_EXPORT FeatureStats {
+  int64_t count = 0;
+  torch::Tensor sum;      ///< [D]
+  torch::Tensor outer;    ///< [D, D]
+  torch::Tensor classes;  ///< [C] samples per predicted class
+
+  /// features [N, D], logits [N, C] of the same N samples.
+  void add(const torch::Tensor& features, const torch::Tensor& logits);
+  torch::Tensor mean() const;
+  torch::Tensor covariance() const;  ///< unbiased (count - 1)
+  double class_entropy() const;
+  /// Every rank's sums added (a collective; a no-op in a world of one).
+  /// Every rank must have added features of the same width.
+  void allreduce(const Accelerator& accel);
+  /// As a dictionary of tensors (the cache file) and back.
+  c10::Dict<std::string, torch::Tensor> to_dict() const;
+  static FeatureStats from_dict(const c10::Dict<std::string, torch::Tensor>& d);
+};
+
+/// The Frechet distance between the Gaussians of two feature statistics
+/// (float64; eigen-decompositions instead of scipy's sqrtm), >= 0.
+GANTRY_CORE_EXPORT double frechet_distance(const FeatureStats& a, const FeatureStats& b);
+
+/// A trained classifier plugin (SDK 1.2 features()) loaded from its
+/// checkpoint, frozen, in eval mode on `device`.
+class GANTRY_CORE_EXPORT FeatureModel {
+ public:
+  /// `where`: a checkpoint file, a run directory or an experiment directory
+  /// (its newest valid checkpoint). Leaves the global generators as they
+  /// were. Throws Error / PluginError naming `key` and the culprit.
+  FeatureModel(const std::string& where, torch::Device device, const std::string& key);
+
+  const std::string& checkpoint() const { return checkpoint_; }
+  const std::string& plugin_name() const { return exp_.plugin->manifest().name; }
+  const DataSpec& spec() const { return spec_; }
+
+  /// Embeds images [N, C, H, W] whose pixels span [low, high] (mapped to the
+  /// classifier's range), `batch_size` at a time, into `stats`.
+  void add(const torch::Tensor& images, double low, double high, FeatureStats& stats, int64_t batch_size);
+  /// uint8 images [N, C, H, W] (a dataset's) into `stats`.
+  void add_pixels(const torch::Tensor& pixels, FeatureStats& stats, int64_t batch_size);
+  /// The classifier's own validation split (its config's data.*), embedded
+  /// once and cached beside its checkpoint (<checkpoint>.real_stats; rebuilt
+  /// when the split's files change). `note`: how they were obtained.
+  FeatureStats real_stats(int64_t batch_size, std::string* note);
+
+ private:
+  void embed(const torch::Tensor& x, FeatureStats& stats);
+
+  std::string key_;
+  std::string checkpoint_;
+  Experiment exp_;
+  DataSpec spec_;
+  torch::Device device_;
+};
+
+}  // namespace gantry
