@@ -94,15 +94,27 @@ void write_status(const fs::path& csv, const std::vector<Point>& points) {
   write_file_atomic(csv.string(), text);
 }
 
-// The header and last row of a point's metrics.csv (empty when it has none).
-std::pair<std::vector<std::string>, std::vector<std::string>> last_row(const fs::path& csv) {
+// The header of a point's metrics.csv and each column's last value (rows
+// may hold some columns only: validation's, the quality score's); empty when
+// it has none.
+std::pair<std::vector<std::string>, std::vector<std::string>> last_values(const fs::path& csv) {
   std::ifstream in(csv);
-  std::string header, line, last;
+  std::string header, line;
   std::getline(in, header);
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  if (header.empty() || last.empty()) return {};
-  return {split_csv_line(header), split_csv_line(last)};
+  if (header.empty()) return {};
+  const std::vector<std::string> columns = split_csv_line(header);
+  std::vector<std::string> last(columns.size());
+  bool any = false;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> cells = split_csv_line(line);
+    for (size_t i = 0; i < cells.size() && i < last.size(); ++i)
+      if (!cells[i].empty()) {
+        last[i] = cells[i];
+        any = true;
+      }
+  }
+  if (!any) return {};
+  return {columns, last};
 }
 
 std::string last_line_of(const fs::path& log) {
@@ -141,7 +153,7 @@ void print_summary(const std::vector<Point>& points, const fs::path& dir, const 
   std::vector<std::string> metrics;
   std::map<std::string, std::map<std::string, std::string>> values;  // point -> metric -> value
   for (const auto& p : points) {
-    const auto [header, row] = last_row(dir / p.label / "latest" / "metrics.csv");
+    const auto [header, row] = last_values(dir / p.label / "latest" / "metrics.csv");
     for (size_t i = 0; i < header.size() && i < row.size(); ++i) {
       if (header[i] == "epoch" || header[i] == "wall_time") continue;
       if (std::find(metrics.begin(), metrics.end(), header[i]) == metrics.end()) metrics.push_back(header[i]);
