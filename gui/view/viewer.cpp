@@ -9,8 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <limits>
-#include <set>
 
 namespace gantry::view {
 
@@ -56,14 +54,14 @@ void Viewer::draw(const client::RunState& state, const client::SourceStatus& sou
   ImGui::SliderFloat("smoothing", &smoothing_, 0.0f, 0.999f, "%.3f");
   ImGui::SameLine();
   ImGui::Checkbox("log y", &log_y_);
-  std::set<std::string> groups;
-  for (const auto& [name, s] : state.series()) groups.insert(client::metric_group(name));
+  const std::vector<client::ChartRun> runs{{"run", &state.series(), true}};
+  const std::vector<std::string> groups = client::chart_groups(runs);
   if (groups.empty()) ImGui::TextDisabled("no scalars yet");
   const float chart_h = groups.empty() ? 0
                                        : std::max(120.0f, (ImGui::GetContentRegionAvail().y -
                                                            ImGui::GetStyle().ItemSpacing.y * groups.size()) /
                                                               static_cast<float>(groups.size()));
-  for (const auto& g : groups) draw_chart(state, g, chart_h);
+  for (const auto& g : groups) draw_chart(runs, g, chart_h);
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("image", ImVec2(0, avail_h));
@@ -119,7 +117,7 @@ void Viewer::draw_status(const client::RunState& state, const client::SourceStat
   }
 }
 
-void Viewer::draw_chart(const client::RunState& state, const std::string& group, float height) {
+void Viewer::draw_chart(const std::vector<client::ChartRun>& runs, const std::string& group, float height) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const ImVec2 size(ImGui::GetContentRegionAvail().x, height);
@@ -132,93 +130,51 @@ void Viewer::draw_chart(const client::RunState& state, const std::string& group,
   if (b.x - a.x < 20 || b.y - a.y < 20) return;
   dl->AddText(ImVec2(p0.x + 6, p0.y + 4), IM_COL32(230, 230, 230, 255), group.c_str());
 
-  std::vector<std::string> names;
-  for (const auto& [name, s] : state.series())
-    if (client::metric_group(name) == group) names.push_back(name);
-  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0;
-  for (const auto& n : names) {
-    const auto& s = state.series().at(n);
-    if (s.size()) x0 = std::min(x0, s.steps.front()), x1 = std::max(x1, s.steps.back());
-  }
-  if (!(x0 <= x1)) return;
-  if (x1 == x0) x1 = x0 + 1;
-  const int columns = std::max(10, static_cast<int>(b.x - a.x));
-
-  // Decimate first (min/max per pixel column), then scale y to what is drawn.
-  struct Drawn {
-    std::vector<size_t> raw, smooth;
-    const std::vector<double>* sv;
-  };
-  std::vector<Drawn> drawn;
-  double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
-  auto fy = [&](double v) { return log_y_ ? std::log10(v) : v; };
-  auto usable = [&](double v) { return std::isfinite(v) && (!log_y_ || v > 0); };
-  for (const auto& n : names) {
-    const auto& s = state.series().at(n);
-    Line& line = lines_[n];
-    const auto& sm = line.smoother.update(s.values, smoothing_, s.generation);
-    Drawn d{line.raw.decimate(s.steps, s.values, x0, x1, columns, s.generation), {}, &sm};
-    if (smoothing_ > 0) d.smooth = line.smooth.decimate(s.steps, sm, x0, x1, columns, line.smoother.generation());
-    for (size_t i : d.raw)
-      if (usable(s.values[i])) y0 = std::min(y0, fy(s.values[i])), y1 = std::max(y1, fy(s.values[i]));
-    drawn.push_back(std::move(d));
-  }
-  if (!(y0 <= y1)) y0 = 0, y1 = 1;
-  const double pad = (y1 - y0) * 0.05 + (y1 == y0 ? 0.5 : 0);
-  y0 -= pad, y1 += pad;
+  client::ChartOptions opt;
+  opt.smoothing = smoothing_;
+  opt.log_y = log_y_;
+  opt.columns = static_cast<int>(b.x - a.x);
+  const client::Chart chart = charts_.build(runs, group, opt);
+  if (chart.lines.empty()) return;
+  const double x0 = chart.x.lo, x1 = chart.x.hi, y0 = chart.y.lo, y1 = chart.y.hi;
   auto px = [&](double x) { return static_cast<float>(a.x + (x - x0) / (x1 - x0) * (b.x - a.x)); };
-  auto py = [&](double y) { return static_cast<float>(b.y - (fy(y) - y0) / (y1 - y0) * (b.y - a.y)); };
+  auto py = [&](double axis_y) { return static_cast<float>(b.y - (axis_y - y0) / (y1 - y0) * (b.y - a.y)); };
 
   // Grid and tick labels at round values.
   const ImU32 grid = IM_COL32(70, 70, 78, 255), label = IM_COL32(170, 170, 170, 255);
   char buf[64];
-  const double ys = client::tick_step(y1 - y0, 5);
-  for (double t = std::ceil(y0 / ys) * ys; t <= y1; t += ys) {
-    const float y = static_cast<float>(b.y - (t - y0) / (y1 - y0) * (b.y - a.y));
-    dl->AddLine(ImVec2(a.x, y), ImVec2(b.x, y), grid);
-    std::snprintf(buf, sizeof buf, "%.3g", log_y_ ? std::pow(10.0, t) : t);
-    dl->AddText(ImVec2(p0.x + 4, y - 7), label, buf);
+  for (double t : chart.y.ticks) {
+    dl->AddLine(ImVec2(a.x, py(t)), ImVec2(b.x, py(t)), grid);
+    dl->AddText(ImVec2(p0.x + 4, py(t) - 7), label, chart.y_label(t).c_str());
   }
-  const double xs = client::tick_step(x1 - x0, 6);
-  for (double t = std::ceil(x0 / xs) * xs; t <= x1; t += xs) {
+  for (double t : chart.x.ticks) {
     dl->AddLine(ImVec2(px(t), a.y), ImVec2(px(t), b.y), grid);
     std::snprintf(buf, sizeof buf, "%.6g", t);
     dl->AddText(ImVec2(px(t) - 10, b.y + 3), label, buf);
   }
   dl->PushClipRect(a, b, true);
   std::vector<ImVec2> pts;
-  for (size_t k = 0; k < names.size(); ++k) {
-    const auto& s = state.series().at(names[k]);
-    const uint32_t rgb = client::series_color(k);
-    auto polyline = [&](const std::vector<size_t>& idx, const std::vector<double>& y, ImU32 col, float thick) {
-      pts.clear();
-      for (size_t i : idx)
-        if (usable(y[i])) pts.emplace_back(px(s.steps[i]), py(y[i]));
-      if (pts.size() >= 2) dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), col, 0, thick);
-    };
-    polyline(drawn[k].raw, s.values, color(rgb, smoothing_ > 0 ? 80 : 255), 1.0f);
-    if (smoothing_ > 0) polyline(drawn[k].smooth, *drawn[k].sv, color(rgb, 255), 2.0f);
+  auto polyline = [&](const std::vector<double>& x, const std::vector<double>& y, ImU32 col, float thick) {
+    pts.clear();
+    for (size_t i = 0; i < x.size(); ++i) pts.emplace_back(px(x[i]), py(chart.to_axis(y[i])));
+    if (pts.size() >= 2) dl->AddPolyline(pts.data(), static_cast<int>(pts.size()), col, 0, thick);
+  };
+  for (const auto& line : chart.lines) {
+    polyline(line.x, line.y, color(line.color, smoothing_ > 0 ? 80 : 255), 1.0f);
+    polyline(line.sx, line.sy, color(line.color, 255), 2.0f);
   }
   dl->PopClipRect();
   // Legend, then the hover read-out.
   float lx = p0.x + 12 + ImGui::CalcTextSize(group.c_str()).x;
-  for (size_t k = 0; k < names.size(); ++k) {
-    dl->AddRectFilled(ImVec2(lx + 6, p0.y + 8), ImVec2(lx + 14, p0.y + 16), color(client::series_color(k), 255));
-    dl->AddText(ImVec2(lx + 18, p0.y + 4), label, names[k].c_str());
-    lx += 28 + ImGui::CalcTextSize(names[k].c_str()).x;
+  for (const auto& line : chart.lines) {
+    dl->AddRectFilled(ImVec2(lx + 6, p0.y + 8), ImVec2(lx + 14, p0.y + 16), color(line.color, 255));
+    dl->AddText(ImVec2(lx + 18, p0.y + 4), label, line.label.c_str());
+    lx += 28 + ImGui::CalcTextSize(line.label.c_str()).x;
   }
   if (hovered) {
     const double at = x0 + (ImGui::GetIO().MousePos.x - a.x) / (b.x - a.x) * (x1 - x0);
-    std::string text;
-    for (size_t k = 0; k < names.size(); ++k) {
-      const auto& s = state.series().at(names[k]);
-      const long i = client::nearest_index(s.steps, at);
-      if (i < 0) continue;
-      if (text.empty()) text = "step " + std::to_string(static_cast<long long>(s.steps[i]));
-      std::snprintf(buf, sizeof buf, "\n%s %.5g (smoothed %.5g)", names[k].c_str(), s.values[i], (*drawn[k].sv)[i]);
-      text += buf;
-    }
-    ImGui::SetTooltip("%s", text.c_str());
+    const std::string text = charts_.readout(runs, chart, at);
+    if (!text.empty()) ImGui::SetTooltip("%s", text.c_str());
   }
 }
 

@@ -1,5 +1,5 @@
 // gantry-view's one window, drawn with Dear ImGui: the loss curves (ImGui
-// draw lists, decimated with gantry::client like the Qt monitor), the newest
+// draw lists, painting gantry::client's chart model), the newest
 // image grid as a texture with a step slider, the run's status, per-rank rows
 // and the events. All data comes from a client::RunState; this only draws.
 #pragma once
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "chart.hpp"
 #include "run_state.hpp"
 #include "series.hpp"
 #include "source.hpp"
@@ -26,12 +27,8 @@ class Viewer {
   void draw(const client::RunState& state, const client::SourceStatus& source);
 
  private:
-  struct Line {
-    client::Smoother smoother;
-    client::Decimator raw, smooth;
-  };
   void draw_status(const client::RunState& state, const client::SourceStatus& source);
-  void draw_chart(const client::RunState& state, const std::string& group, float height);
+  void draw_chart(const std::vector<client::ChartRun>& runs, const std::string& group, float height);
   void draw_image(const client::RunState& state);
   void draw_ranks(const client::RunState& state);
   void draw_events(const client::RunState& state);
@@ -46,7 +43,7 @@ class Viewer {
   uint64_t texture_key_ = 0;  // (state's images count) when uploaded: a resume may replace grids
   unsigned texture_ = 0;
   int tex_w_ = 0, tex_h_ = 0;
-  std::map<std::string, Line> lines_;
+  client::ChartModel charts_;  // ranges, ticks, decimated lines, read-out (gui/client/chart.hpp)
 };
 
 }  // namespace gantry::view

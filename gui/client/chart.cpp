@@ -1,0 +1,172 @@
+#include "chart.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <set>
+
+namespace gantry::client {
+
+namespace {
+
+// Towards white: 0 leaves the colour, 1 is white.
+uint32_t lighten(uint32_t rgb, double f) {
+  uint32_t out = 0;
+  for (int shift : {16, 8, 0}) {
+    const double c = (rgb >> shift) & 0xff;
+    out |= static_cast<uint32_t>(std::lround(c + (255 - c) * f)) << shift;
+  }
+  return out;
+}
+
+ChartAxis axis(double lo, double hi, int ticks) {
+  ChartAxis a{lo, hi, {}};
+  const double step = tick_step(hi - lo, ticks);
+  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
+    a.ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  return a;
+}
+
+void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node)
+      flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out);
+    return;
+  }
+  if (node.IsScalar()) {
+    out[prefix] = node.Scalar();
+    return;
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << node;
+  out[prefix] = e.c_str();
+}
+
+}  // namespace
+
+double Chart::to_axis(double value) const { return log_y ? std::log10(value) : value; }
+
+std::string Chart::y_label(double tick) const {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", log_y ? std::pow(10.0, tick) : tick);
+  return buf;
+}
+
+std::vector<std::string> chart_groups(const std::vector<ChartRun>& runs) {
+  std::set<std::string> groups;
+  for (const auto& r : runs)
+    if (r.visible && r.series)
+      for (const auto& [name, s] : *r.series) groups.insert(metric_group(name));
+  return {groups.begin(), groups.end()};
+}
+
+Chart ChartModel::build(const std::vector<ChartRun>& runs, const std::string& group, const ChartOptions& opt) {
+  Chart chart;
+  chart.group = group;
+  chart.log_y = opt.log_y;
+  const bool several = runs.size() > 1;
+  // The lines: every visible run's metrics of this group, runs in order.
+  struct Source {
+    size_t run;
+    const std::string* metric;
+    const Series* series;
+  };
+  std::vector<Source> sources;
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    if (!runs[r].visible || !runs[r].series) continue;
+    for (const auto& [name, s] : *runs[r].series) {
+      if (metric_group(name) != group) continue;
+      sources.push_back({r, &name, &s});
+      if (s.size()) x0 = std::min(x0, s.steps.front()), x1 = std::max(x1, s.steps.back());
+    }
+  }
+  if (!(x0 <= x1)) x0 = 0, x1 = 1;
+  if (x1 == x0) x1 = x0 + 1;
+  const int columns = std::max(10, opt.columns);
+  auto usable = [&](double v) { return std::isfinite(v) && (!opt.log_y || v > 0); };
+  double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
+  size_t metric_in_run = 0;
+  for (size_t k = 0; k < sources.size(); ++k) {
+    const Source& src = sources[k];
+    metric_in_run = (k > 0 && sources[k - 1].run == src.run) ? metric_in_run + 1 : 0;
+    const Series& s = *src.series;
+    ChartLine line;
+    line.run = src.run;
+    line.metric = *src.metric;
+    line.label = several ? runs[src.run].name + ": " + line.metric : line.metric;
+    line.color = several ? lighten(series_color(src.run), 1 - std::pow(0.55, double(metric_in_run)))
+                         : series_color(metric_in_run);
+    Cache& cache = cache_[{runs[src.run].name, line.metric}];
+    for (size_t i : cache.raw.decimate(s.steps, s.values, x0, x1, columns, s.generation))
+      if (usable(s.values[i])) {
+        line.x.push_back(s.steps[i]);
+        line.y.push_back(s.values[i]);
+        y0 = std::min(y0, chart.to_axis(s.values[i])), y1 = std::max(y1, chart.to_axis(s.values[i]));
+      }
+    if (opt.smoothing > 0) {
+      const auto& sm = cache.smoother.update(s.values, opt.smoothing, s.generation);
+      for (size_t i : cache.smooth.decimate(s.steps, sm, x0, x1, columns, cache.smoother.generation()))
+        if (usable(sm[i])) line.sx.push_back(s.steps[i]), line.sy.push_back(sm[i]);
+    }
+    chart.lines.push_back(std::move(line));
+  }
+  if (!(y0 <= y1)) y0 = 0, y1 = 1;
+  const double pad = (y1 - y0) * 0.05 + (y1 == y0 ? 0.5 : 0);
+  chart.x = axis(x0, x1, 6);
+  chart.y = axis(y0 - pad, y1 + pad, 5);
+  return chart;
+}
+
+std::string ChartModel::readout(const std::vector<ChartRun>& runs, const Chart& chart, double at) const {
+  std::string text;
+  char buf[160];
+  for (const auto& line : chart.lines) {
+    const Series& s = runs[line.run].series->at(line.metric);
+    const long i = nearest_index(s.steps, at);
+    if (i < 0) continue;
+    if (text.empty()) text = "step " + std::to_string(static_cast<long long>(s.steps[i]));
+    const auto it = cache_.find({runs[line.run].name, line.metric});
+    const bool smoothed = !line.sx.empty() && it != cache_.end() && size_t(i) < it->second.smoother.smoothed().size();
+    if (smoothed)
+      std::snprintf(buf, sizeof buf, "\n%s %.5g (smoothed %.5g)", line.label.c_str(), s.values[i],
+                    it->second.smoother.smoothed()[i]);
+    else
+      std::snprintf(buf, sizeof buf, "\n%s %.5g", line.label.c_str(), s.values[i]);
+    text += buf;
+  }
+  return text;
+}
+
+std::vector<std::string> differing_keys(const std::vector<std::string>& config_yamls,
+                                        std::map<std::string, std::vector<std::string>>* values) {
+  std::vector<std::map<std::string, std::string>> flat(config_yamls.size());
+  std::set<std::string> keys;
+  for (size_t i = 0; i < config_yamls.size(); ++i) {
+    try {
+      flatten(YAML::Load(config_yamls[i]), "", flat[i]);
+    } catch (const YAML::Exception&) {
+      // an unreadable config has no keys: every key shows as missing from it
+    }
+    for (const auto& [k, v] : flat[i]) keys.insert(k);
+  }
+  std::vector<std::string> out;
+  for (const auto& k : keys) {
+    std::vector<std::string> column;
+    for (const auto& f : flat) {
+      const auto it = f.find(k);
+      column.push_back(it == f.end() ? "" : it->second);
+    }
+    bool differ = false;
+    for (const auto& v : column) differ = differ || v != column.front();
+    if (!differ) continue;
+    out.push_back(k);
+    if (values) (*values)[k] = column;
+  }
+  return out;
+}
+
+}  // namespace gantry::client

@@ -1,0 +1,86 @@
+// The chart maths both GUIs paint (gantry-monitor with Qt, gantry-view with
+// ImGui), once: which metrics of which runs make a chart, its ranges and
+// ticks, the decimated (and smoothed) lines with their colours and labels,
+// and the hover read-out. No Qt, no ImGui (tests/client_test.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "series.hpp"
+
+namespace gantry::client {
+
+/// One run as the charts see it.
+struct ChartRun {
+  std::string name;                                      ///< legend label when several runs are shown
+  const std::map<std::string, Series>* series = nullptr; ///< its metrics by name
+  bool visible = true;
+};
+
+struct ChartOptions {
+  double smoothing = 0;  ///< TensorBoard's EMA weight, [0, 1): 0 is none
+  bool log_y = false;    ///< y on a log10 scale (values <= 0 are not drawn)
+  int columns = 600;     ///< pixel columns of the plot area: decimation keeps ~2 points per column
+};
+
+/// One drawn line: a metric of a run.
+struct ChartLine {
+  size_t run = 0;        ///< index into the runs given
+  std::string metric;
+  std::string label;     ///< "g_loss", or "<run>: g_loss" when several runs are shown
+  uint32_t color = 0;    ///< 0xRRGGBB: per metric for one run; per run for several (its 2nd, 3rd metric lighter)
+  std::vector<double> x, y;    ///< the raw points to draw (decimated; y finite, and > 0 with log_y)
+  std::vector<double> sx, sy;  ///< the smoothed line (empty when smoothing is 0)
+};
+
+/// A range and its ticks at round values. For y with log_y: in log10 units.
+struct ChartAxis {
+  double lo = 0, hi = 1;
+  std::vector<double> ticks;
+};
+
+struct Chart {
+  std::string group;
+  bool log_y = false;
+  ChartAxis x, y;
+  std::vector<ChartLine> lines;
+  /// A value in the y axis' units (log10 with log_y).
+  double to_axis(double value) const;
+  /// A y tick's label: the value it stands for ("%.3g").
+  std::string y_label(double tick) const;
+};
+
+/// The charts of the visible runs' metrics (metric_group), sorted by name.
+std::vector<std::string> chart_groups(const std::vector<ChartRun>& runs);
+
+/// Builds charts, keeping each line's smoothing and decimation state between
+/// frames (a growing series costs only its new points).
+class ChartModel {
+ public:
+  /// `group`'s chart over the visible runs: x from the first to the last step
+  /// of any of its lines, y over what is drawn (+5% padding).
+  Chart build(const std::vector<ChartRun>& runs, const std::string& group, const ChartOptions& opt);
+  /// The hover read-out at step `at`: "step N" then a line per drawn line,
+  /// its nearest point's value and smoothed value. "" when nothing is near.
+  std::string readout(const std::vector<ChartRun>& runs, const Chart& chart, double at) const;
+
+ private:
+  struct Cache {
+    Smoother smoother;
+    Decimator raw, smooth;
+  };
+  std::map<std::pair<std::string, std::string>, Cache> cache_;  // (run, metric)
+};
+
+/// The flattened keys ("trainer.max_epochs") whose values differ between the
+/// given configs (resolved YAML, as RunInfo carries it), or are missing from
+/// some: what tells a sweep's runs apart. Sorted; the values per config in
+/// `values` (key -> one string per config, "" where missing) when not null.
+std::vector<std::string> differing_keys(const std::vector<std::string>& config_yamls,
+                                        std::map<std::string, std::vector<std::string>>* values = nullptr);
+
+}  // namespace gantry::client

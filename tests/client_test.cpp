@@ -1,0 +1,153 @@
+// The chart model both GUIs paint (gui/client/chart.*), without Qt or ImGui:
+// which lines make a chart, colours and labels for one run and for several,
+// ranges and ticks, log-y, decimation of a long series, the read-out, and the
+// config keys that tell runs apart.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "chart.hpp"
+
+using namespace gantry::client;
+
+namespace {
+
+Series line(std::vector<std::pair<int64_t, double>> points) {
+  Series s;
+  for (const auto& [step, v] : points) s.append(step, 0, v);
+  return s;
+}
+
+struct Runs {
+  std::map<std::string, Series> a, b, c;
+  std::vector<ChartRun> runs() { return {{"a", &a, true}, {"b", &b, true}, {"c", &c, true}}; }
+};
+
+Runs three_runs() {
+  Runs r;
+  r.a["g_loss"] = line({{0, 2.0}, {10, 1.5}, {20, 1.0}});
+  r.a["d_loss"] = line({{0, 0.5}, {10, 0.4}, {20, 0.3}});
+  r.a["quality_fd"] = line({{0, 600}, {20, 400}});
+  r.b["g_loss"] = line({{0, 3.0}, {10, 2.5}, {30, 2.0}});
+  r.b["d_loss"] = line({{0, 0.6}, {30, 0.2}});
+  r.c["g_loss"] = line({{5, 4.0}, {15, 3.5}});
+  return r;
+}
+
+}  // namespace
+
+TEST(Chart, GroupsAreTheVisibleRunsMetricGroups) {
+  Runs r = three_runs();
+  auto runs = r.runs();
+  EXPECT_EQ(chart_groups(runs), (std::vector<std::string>{"loss", "quality_fd"}));
+  runs[0].visible = false;  // only a has quality_fd
+  EXPECT_EQ(chart_groups(runs), (std::vector<std::string>{"loss"}));
+}
+
+TEST(Chart, OneRunColoursByMetricSeveralByRunAndAToggledRunDisappears) {
+  Runs r = three_runs();
+  ChartModel model;
+  const std::vector<ChartRun> one{{"a", &r.a, true}};
+  Chart c = model.build(one, "loss", {});
+  ASSERT_EQ(c.lines.size(), 2u);
+  EXPECT_EQ(c.lines[0].label, "d_loss");  // metrics in name order
+  EXPECT_EQ(c.lines[1].label, "g_loss");
+  EXPECT_EQ(c.lines[0].color, series_color(0));
+  EXPECT_EQ(c.lines[1].color, series_color(1));
+
+  auto runs = r.runs();
+  c = model.build(runs, "loss", {});
+  ASSERT_EQ(c.lines.size(), 5u);
+  EXPECT_EQ(c.lines[0].label, "a: d_loss");
+  EXPECT_EQ(c.lines[2].label, "b: d_loss");
+  EXPECT_EQ(c.lines[4].label, "c: g_loss");
+  EXPECT_EQ(c.lines[0].color, series_color(0));  // run a's colour
+  EXPECT_NE(c.lines[1].color, series_color(0));  // its second metric: lighter
+  EXPECT_EQ(c.lines[2].color, series_color(1));  // run b's
+  EXPECT_EQ(c.lines[4].color, series_color(2));  // run c's
+  const uint32_t c_colour = c.lines[4].color;
+
+  runs[1].visible = false;  // b toggled off: its lines go, the others keep their colours
+  c = model.build(runs, "loss", {});
+  ASSERT_EQ(c.lines.size(), 3u);
+  for (const auto& l : c.lines) EXPECT_NE(l.run, 1u) << l.label;
+  EXPECT_EQ(c.lines[2].color, c_colour);
+  EXPECT_EQ(c.x.lo, 0);
+  EXPECT_EQ(c.x.hi, 20) << "b's step 30 no longer counts";
+}
+
+TEST(Chart, RangesTicksAndLogY) {
+  Runs r = three_runs();
+  ChartModel model;
+  Chart c = model.build(r.runs(), "loss", {});
+  EXPECT_EQ(c.x.lo, 0);
+  EXPECT_EQ(c.x.hi, 30);
+  // y over 0.2 .. 4.0 with 5% padding each side.
+  EXPECT_NEAR(c.y.lo, 0.2 - 0.19, 1e-12);
+  EXPECT_NEAR(c.y.hi, 4.0 + 0.19, 1e-12);
+  ASSERT_FALSE(c.y.ticks.empty());
+  for (double t : c.y.ticks) {
+    EXPECT_GE(t, c.y.lo);
+    EXPECT_LE(t, c.y.hi);
+    EXPECT_NEAR(t, std::round(t), 1e-9) << "ticks at round values (step 1 for a span of 4.2)";
+  }
+  EXPECT_EQ(c.x.ticks, (std::vector<double>{0, 5, 10, 15, 20, 25, 30}));
+
+  std::map<std::string, Series> m;
+  m["loss"] = line({{0, 100}, {1, 0}, {2, -5}, {3, 0.01}, {4, std::nan("")}});
+  ChartOptions log;
+  log.log_y = true;
+  c = model.build({{"m", &m, true}}, "loss", log);
+  ASSERT_EQ(c.lines.size(), 1u);
+  EXPECT_EQ(c.lines[0].y, (std::vector<double>{100, 0.01})) << "<= 0 and NaN are not drawn on a log scale";
+  EXPECT_NEAR(c.y.lo, -2 - 0.2, 1e-12);  // log10 units, padded
+  EXPECT_NEAR(c.y.hi, 2 + 0.2, 1e-12);
+  EXPECT_EQ(c.y_label(1), "10");
+  EXPECT_EQ(c.y_label(-2), "0.01");
+}
+
+TEST(Chart, ALongSeriesIsDecimatedKeepingItsSpikeAndSmoothed) {
+  std::map<std::string, Series> m;
+  Series& s = m["g_loss"];
+  for (int64_t i = 0; i < 100000; ++i) s.append(i, 0, i == 54321 ? 50.0 : 1.0 + 0.001 * double(i % 7));
+  ChartModel model;
+  ChartOptions opt;
+  opt.columns = 100;
+  opt.smoothing = 0.6;
+  const Chart c = model.build({{"m", &m, true}}, "loss", opt);
+  ASSERT_EQ(c.lines.size(), 1u);
+  EXPECT_LE(c.lines[0].x.size(), 2u * 100 + 2);
+  EXPECT_NE(std::find(c.lines[0].y.begin(), c.lines[0].y.end(), 50.0), c.lines[0].y.end()) << "the spike is drawn";
+  EXPECT_GT(c.y.hi, 50);
+  ASSERT_FALSE(c.lines[0].sy.empty());
+  EXPECT_LT(*std::max_element(c.lines[0].sy.begin(), c.lines[0].sy.end()), 50.0) << "smoothing flattens it";
+  EXPECT_LE(c.lines[0].sx.size(), 2u * 100 + 2);
+}
+
+TEST(Chart, TheReadOutNamesEachLinesNearestPoint) {
+  Runs r = three_runs();
+  ChartModel model;
+  auto runs = r.runs();
+  runs[2].visible = false;
+  const Chart c = model.build(runs, "loss", {});
+  EXPECT_EQ(model.readout(runs, c, 11), "step 10\na: d_loss 0.4\na: g_loss 1.5\nb: d_loss 0.6\nb: g_loss 2.5");
+  ChartOptions opt;
+  opt.smoothing = 0.5;
+  const std::vector<ChartRun> one{{"a", &r.a, true}};
+  const Chart s = model.build(one, "quality_fd", opt);
+  // TensorBoard's debiased EMA at the second point: (0.5*600*0.5 + 0.5*400) / (1 - 0.25) = 466.67
+  EXPECT_EQ(model.readout(one, s, 19), "step 20\nquality_fd 400 (smoothed 466.67)");
+}
+
+TEST(Chart, TheConfigKeysThatDifferBetweenRuns) {
+  const std::vector<std::string> configs{
+      "name: sweep-a\nsystem:\n  plugin: gan\n  lr: 0.0001\ndata:\n  batch_size: 32\n  path: /d\n",
+      "name: sweep-b\nsystem:\n  plugin: gan\n  lr: 0.0002\ndata:\n  batch_size: 32\n  path: /d\n",
+      "name: sweep-c\nsystem:\n  plugin: gan\n  lr: 0.0001\n  hidden: [64, 64]\ndata:\n  batch_size: 64\n  path: /d\n"};
+  std::map<std::string, std::vector<std::string>> values;
+  EXPECT_EQ(differing_keys(configs, &values),
+            (std::vector<std::string>{"data.batch_size", "name", "system.hidden", "system.lr"}));
+  EXPECT_EQ(values["system.lr"], (std::vector<std::string>{"0.0001", "0.0002", "0.0001"}));
+  EXPECT_EQ(values["system.hidden"], (std::vector<std::string>{"", "", "[64, 64]"}));
+  EXPECT_TRUE(differing_keys({configs[0], configs[0]}).empty());
+}
