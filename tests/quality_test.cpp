@@ -105,7 +105,8 @@ TEST(Quality, TheClassifierReaches90PercentAndRealImagesScoreNearZero) {
   gantry::FeatureStats noise;
   model.add(torch::rand({10000, 1, 28, 28}) * 2 - 1, -1, 1, noise, 500);
   const double noise_vs_real = gantry::frechet_distance(noise, real);
-  std::cout << "FD train vs test " << real_vs_real << ", noise vs test " << noise_vs_real << "\n";
+  std::cout << "FD train vs test " << real_vs_real << ", noise vs test " << noise_vs_real << "; class entropy: test "
+            << real.class_entropy() << ", train " << train_stats.class_entropy() << ", noise " << noise.class_entropy() << "\n";
   EXPECT_GE(real_vs_real, 0);
   EXPECT_LT(real_vs_real, 0.01 * noise_vs_real);
   EXPECT_EQ(gantry::frechet_distance(real, real), 0) << "a distribution against itself (clamped at 0)";

@@ -108,11 +108,11 @@ double frechet_distance(const FeatureStats& a, const FeatureStats& b) {
   // tr (S1 S2)^1/2 = tr (S1^1/2 S2 S1^1/2)^1/2: the square roots of a
   // symmetric positive semi-definite matrix's eigenvalues (clamped at 0
   // against rounding), so no complex sqrtm is needed.
-  const auto [l1, v1] = torch::linalg::eigh(s1, "L");
+  const auto [l1, v1] = at::linalg_eigh(s1, "L");
   const torch::Tensor root1 = (v1 * l1.clamp_min(0).sqrt().unsqueeze(0)).mm(v1.t());
   torch::Tensor m = root1.mm(s2).mm(root1);
   m = (m + m.t()) / 2;
-  const double tr_sqrt = torch::linalg::eigvalsh(m, "L").clamp_min(0).sqrt().sum().item<double>();
+  const double tr_sqrt = at::linalg_eigvalsh(m, "L").clamp_min(0).sqrt().sum().item<double>();
   const double d2 = (a.mean() - b.mean()).pow(2).sum().item<double>();
   const double fd = d2 + s1.trace().item<double>() + s2.trace().item<double>() - 2 * tr_sqrt;
   return std::isnan(fd) ? fd : std::max(0.0, fd);
