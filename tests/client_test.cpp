@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "chart.hpp"
+#include "source.hpp"
 
 using namespace gantry::client;
 
@@ -146,8 +150,47 @@ TEST(Chart, TheConfigKeysThatDifferBetweenRuns) {
       "name: sweep-c\nsystem:\n  plugin: gan\n  lr: 0.0001\n  hidden: [64, 64]\ndata:\n  batch_size: 64\n  path: /d\n"};
   std::map<std::string, std::vector<std::string>> values;
   EXPECT_EQ(differing_keys(configs, &values),
-            (std::vector<std::string>{"data.batch_size", "name", "system.hidden", "system.lr"}));
+            (std::vector<std::string>{"data.batch_size", "system.hidden", "system.lr"}));
   EXPECT_EQ(values["system.lr"], (std::vector<std::string>{"0.0001", "0.0002", "0.0001"}));
   EXPECT_EQ(values["system.hidden"], (std::vector<std::string>{"", "", "[64, 64]"}));
   EXPECT_TRUE(differing_keys({configs[0], configs[0]}).empty());
+}
+
+// Runs on disk: a run directory is itself; an experiment its runs; a sweep
+// its points, named by the point when it has one run.
+TEST(Runs, FoundUnderAnExperimentASweepAndSeveralPaths) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "gantry-client-XXXXXX").string();
+  const fs::path root = ::mkdtemp(tmpl.data());
+  auto run = [&](const fs::path& d) {
+    fs::create_directories(d);
+    std::ofstream(d / "stream.gantrylog") << "";
+  };
+  run(root / "exp/20261202-100000");
+  run(root / "exp/20261202-110000");
+  fs::create_directory_symlink("20261202-110000", root / "exp/latest");
+  run(root / "exp/sweep/lr=1e-4/20261202-120000");
+  run(root / "exp/sweep/lr=2e-4/20261202-120001");
+  run(root / "exp/sweep/lr=2e-4/20261202-130000");  // resumed elsewhere: two runs of one point
+  fs::create_directories(root / "empty");
+
+  const auto all = find_runs({(root / "exp").string()});
+  std::vector<std::string> names;
+  for (const auto& r : all) names.push_back(r.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"20261202-100000", "20261202-110000", "lr=1e-4",
+                                             "lr=2e-4/20261202-120001", "lr=2e-4/20261202-130000"}));
+  EXPECT_EQ(all[2].dir, (root / "exp/sweep/lr=1e-4/20261202-120000").string());
+
+  const auto one = find_runs({(root / "exp/20261202-100000").string()});
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].dir, (root / "exp/20261202-100000").string());
+
+  const auto two = find_runs({(root / "exp/20261202-100000").string(), (root / "exp/sweep/lr=1e-4").string()});
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].name, "20261202-100000");
+  EXPECT_EQ(two[1].name, "lr=1e-4");
+
+  EXPECT_THROW(find_runs({(root / "empty").string()}), std::invalid_argument);
+  EXPECT_THROW(find_runs({(root / "nothing").string()}), std::invalid_argument);
+  fs::remove_all(root);
 }

@@ -78,7 +78,8 @@ class ChartModel {
 
 /// The flattened keys ("trainer.max_epochs") whose values differ between the
 /// given configs (resolved YAML, as RunInfo carries it), or are missing from
-/// some: what tells a sweep's runs apart. Sorted; the values per config in
+/// some: what tells a sweep's runs apart (`name`, `trainer.out_dir`,
+/// `trainer.resume` and `monitor.*` are left out: bookkeeping). Sorted; the values per config in
 /// `values` (key -> one string per config, "" where missing) when not null.
 std::vector<std::string> differing_keys(const std::vector<std::string>& config_yamls,
                                         std::map<std::string, std::vector<std::string>>* values = nullptr);

@@ -1,7 +1,9 @@
 #include "source.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -114,6 +116,50 @@ Target parse_target(const std::string& text, const std::string& token) {
     throw std::invalid_argument("'" + port + "' in '" + where + "' is not a port (1-65535)");
   t.port = static_cast<uint16_t>(p);
   return t;
+}
+
+namespace {
+
+void collect_runs(const fs::path& dir, int depth, std::vector<fs::path>& out) {
+  std::error_code ec;
+  if (fs::exists(dir / "stream.gantrylog", ec)) {
+    out.push_back(dir);
+    return;
+  }
+  if (depth == 0) return;
+  std::vector<fs::path> subs;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory(ec) && !e.is_symlink(ec) && e.path().filename() != "latest") subs.push_back(e.path());
+  std::sort(subs.begin(), subs.end());
+  for (const auto& sub : subs) collect_runs(sub, depth - 1, out);
+}
+
+}  // namespace
+
+std::vector<RunDir> find_runs(const std::vector<std::string>& paths) {
+  std::vector<RunDir> all;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) throw std::invalid_argument("'" + path + "' is not a directory");
+    const fs::path root = fs::path(path).lexically_normal();
+    std::vector<fs::path> found;
+    collect_runs(root, 3, found);
+    if (found.empty()) throw std::invalid_argument("'" + path + "' holds no gantry run (no stream.gantrylog in 3 levels)");
+    std::map<fs::path, int> per_parent;
+    for (const auto& f : found) ++per_parent[f.parent_path()];
+    std::string prefix = paths.size() > 1 ? root.filename().string() : "";
+    if (prefix == "latest" || prefix.empty()) prefix = paths.size() > 1 ? root.parent_path().filename().string() : "";
+    for (const auto& f : found) {
+      // A point or experiment with one run is named by it, not by the run's timestamp.
+      const fs::path named = f != root && per_parent[f.parent_path()] == 1 && f.parent_path() != root ? f.parent_path() : f;
+      std::string name = named == root ? "" : named.lexically_relative(root).string();
+      if (name.rfind("sweep/", 0) == 0) name = name.substr(6);
+      if (!prefix.empty()) name = name.empty() || found.size() == 1 ? prefix : prefix + "/" + name;
+      if (name.empty()) name = root.filename().string();
+      all.push_back({name, f.string()});
+    }
+  }
+  return all;
 }
 
 std::unique_ptr<Source> open_source(const Target& target, uint64_t last_seq) {

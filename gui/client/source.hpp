@@ -61,6 +61,20 @@ struct Target {
 /// one. Throws std::invalid_argument with one line naming what is wrong.
 Target parse_target(const std::string& text, const std::string& token = "");
 
+/// One run found on disk, named for a legend.
+struct RunDir {
+  std::string name;  ///< relative to the path given: "20261202-065822", "lr=1e-4,batch_size=32"
+  std::string dir;   ///< the run directory (holds stream.gantrylog)
+};
+/// Every run under the given paths: a run directory is itself; any other
+/// directory is searched (3 levels, links not followed, `latest` skipped) for
+/// run directories: an experiment's runs, a sweep's points. A point (or
+/// experiment) with one run is named by the point; names are relative to the
+/// path given, prefixed by its last part when several paths are given.
+/// Sorted by name within each path. Throws std::invalid_argument naming a
+/// path that is not a directory or holds no run.
+std::vector<RunDir> find_runs(const std::vector<std::string>& paths);
+
 /// Opens the source for a target: a StreamClient or a LogSource. `last_seq`:
 /// what the caller already has.
 std::unique_ptr<Source> open_source(const Target& target, uint64_t last_seq = 0);

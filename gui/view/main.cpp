@@ -2,6 +2,8 @@
 // as gantry-monitor, for a login node over X forwarding or beside a local run.
 //   gantry-view 127.0.0.1:5555 --token T      (or the runner's whole 'monitor:' line)
 //   gantry-view runs/gan_fashion_mnist/latest
+//   gantry-view runs/gan_fashion_mnist         (every run of the experiment, overlaid; a sweep's directory too)
+//   gantry-view RUN_DIR RUN_DIR ...            (these runs, overlaid)
 //   gantry-view RUN_DIR --screenshot shot.png  (save the window once the run has ended, then exit)
 #include <CLI/CLI.hpp>
 #include <GL/gl.h>
@@ -13,11 +15,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "chart.hpp"
 #include "run_state.hpp"
 #include "source.hpp"
 #include "viewer.hpp"
@@ -37,6 +42,20 @@ bool save_screenshot(GLFWwindow* window, const std::string& path) {
   return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), w * 4) != 0;
 }
 
+// With --screenshot and several runs: the runs table as shown, one line a run.
+void print_runs(const std::vector<gantry::view::ViewRun>& runs) {
+  std::vector<std::string> yamls;
+  for (const auto& r : runs) yamls.push_back(r.state.info() ? r.state.info()->config_yaml : "");
+  std::map<std::string, std::vector<std::string>> values;
+  const std::vector<std::string> keys = gantry::client::differing_keys(yamls, &values);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::printf("run %s: %s, step %lld, %s", runs[i].name.c_str(), gantry::client::to_string(runs[i].state.status()),
+                static_cast<long long>(runs[i].state.latest_step()), runs[i].visible ? "shown" : "hidden");
+    for (const auto& k : keys) std::printf(", %s=%s", k.c_str(), values[k][i].c_str());
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -46,19 +65,52 @@ int main(int argc, char** argv) {
   std::string token, screenshot, size = "1100x700";
   double timeout_s = 120;
   bool verbose = false;
-  app.add_option("target", target_words, "HOST:PORT, the runner's 'monitor:' line, or a run directory")->required();
+  app.add_option("target", target_words,
+                 "HOST:PORT, the runner's 'monitor:' line, or directories: runs, an experiment, a sweep")
+      ->required();
   app.add_option("--token", token, "the run's token (printed by the runner, and in RUN_DIR/monitor.txt)");
   app.add_option("--screenshot", screenshot, "save the window as PNG once the run has ended, then exit");
   app.add_option("--timeout", timeout_s, "with --screenshot: give up after this many seconds (exit 1)");
   app.add_option("--size", size, "window size WxH");
   app.add_flag("--verbose", verbose, "print start-up timings");
+  std::vector<std::string> hide;
+  app.add_option("--hide", hide, "start with these runs' lines hidden (their names in the runs table)");
   CLI11_PARSE(app, argc, argv);
 
+  // Directories: every run under them (an experiment, a sweep, several
+  // runs), overlaid. Else one target: HOST:PORT or the runner's line.
   std::string text;
   for (const auto& w : target_words) text += (text.empty() ? "" : " ") + w;
-  gantry::client::Target target;
+  bool all_dirs = true;
+  for (const auto& w : target_words) all_dirs = all_dirs && std::filesystem::is_directory(w);
+  std::vector<gantry::view::ViewRun> runs;
+  std::string title;
   try {
-    target = gantry::client::parse_target(text, token);
+    if (all_dirs) {
+      for (auto& found : gantry::client::find_runs(target_words)) {
+        gantry::client::Target t;
+        t.is_dir = true;
+        t.dir = found.dir;
+        gantry::view::ViewRun r;
+        r.name = found.name;
+        r.source = gantry::client::open_source(t);
+        runs.push_back(std::move(r));
+      }
+      title = runs.size() == 1 ? runs[0].name : std::to_string(runs.size()) + " runs: " + text;
+      for (const auto& h : hide) {
+        bool known = false;
+        for (auto& r : runs)
+          if (r.name == h) r.visible = false, known = true;
+        if (!known) throw std::invalid_argument("--hide " + h + ": no such run (" + std::to_string(runs.size()) + " found)");
+      }
+    } else {
+      const gantry::client::Target target = gantry::client::parse_target(text, token);
+      gantry::view::ViewRun r;
+      r.name = target.describe();
+      r.source = gantry::client::open_source(target);
+      runs.push_back(std::move(r));
+      title = target.describe();
+    }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "gantry-view: %s\n", e.what());
     return 2;
@@ -79,7 +131,7 @@ int main(int argc, char** argv) {
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
-  GLFWwindow* window = glfwCreateWindow(width, height, ("gantry-view: " + target.describe()).c_str(), nullptr, nullptr);
+  GLFWwindow* window = glfwCreateWindow(width, height, ("gantry-view: " + title).c_str(), nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "gantry-view: cannot create an OpenGL 3 window (%s)\n", glfw_error.c_str());
     glfwTerminate();
@@ -96,8 +148,6 @@ int main(int argc, char** argv) {
 
   int rc = 0;
   {
-    std::unique_ptr<gantry::client::Source> source = gantry::client::open_source(target);
-    gantry::client::RunState state;
     gantry::view::Viewer viewer;
     std::vector<gantry::wire::Message> inbox;
     int frames_after_end = -1;
@@ -105,13 +155,15 @@ int main(int argc, char** argv) {
     while (!glfwWindowShouldClose(window)) {
       // Sleep until input or 50 ms pass: at most 20 redraws a second when idle.
       glfwWaitEventsTimeout(0.05);
-      inbox.clear();
-      source->drain(inbox);
-      for (const auto& m : inbox) state.apply(m);
+      for (auto& r : runs) {
+        inbox.clear();
+        r.source->drain(inbox);
+        for (const auto& m : inbox) r.state.apply(m);
+      }
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
       ImGui::NewFrame();
-      viewer.draw(state, source->status());
+      viewer.draw(runs);
       ImGui::Render();
       int fw = 0, fh = 0;
       glfwGetFramebufferSize(window, &fw, &fh);
@@ -126,17 +178,23 @@ int main(int argc, char** argv) {
       }
       if (!screenshot.empty()) {
         using gantry::client::RunStatus;
-        const RunStatus s = state.status();
-        const bool ended = s == RunStatus::kFinished || s == RunStatus::kFailed || s == RunStatus::kStopped;
+        bool ended = true;  // every run
+        for (const auto& r : runs) {
+          const RunStatus s = r.state.status();
+          ended = ended && (s == RunStatus::kFinished || s == RunStatus::kFailed || s == RunStatus::kStopped);
+        }
         const bool late = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() > timeout_s;
         if ((ended || late) && frames_after_end < 0) frames_after_end = 0;
         if (frames_after_end >= 0 && ++frames_after_end >= 3) {  // a few frames so layout settles
           if (!save_screenshot(window, screenshot)) {
             std::fprintf(stderr, "gantry-view: cannot write %s\n", screenshot.c_str());
             rc = 1;
-          } else if (!ended) {
+          } else if (runs.size() > 1) {
+            print_runs(runs);
+          }
+          if (rc == 0 && !ended) {
             std::fprintf(stderr, "gantry-view: the run had not ended (%s); screenshot taken anyway\n",
-                         source->status().text.c_str());
+                         runs[0].source->status().text.c_str());
             rc = 1;
           }
           glfwSetWindowShouldClose(window, 1);

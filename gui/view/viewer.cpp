@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <set>
 
 namespace gantry::view {
 
@@ -37,15 +38,18 @@ Viewer::~Viewer() {
   if (texture_) glDeleteTextures(1, &texture_);
 }
 
-void Viewer::draw(const client::RunState& state, const client::SourceStatus& source) {
+void Viewer::draw(std::vector<ViewRun>& runs) {
+  if (selected_ < 0 || selected_ >= static_cast<int>(runs.size())) selected_ = 0;
+  const client::RunState& state = runs[static_cast<size_t>(selected_)].state;
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(vp->WorkPos);
   ImGui::SetNextWindowSize(vp->WorkSize);
   ImGui::Begin("gantry-view", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
-  draw_status(state, source);
-  const float bottom = 150;  // ranks and events
+  draw_status(state, runs[static_cast<size_t>(selected_)].source->status());
+  const bool several = runs.size() > 1;
+  const float bottom = several ? 190 : 150;  // runs, or ranks; events
   const float avail_h = ImGui::GetContentRegionAvail().y - bottom;
   const float left_w = ImGui::GetContentRegionAvail().x * 0.6f;
 
@@ -54,14 +58,15 @@ void Viewer::draw(const client::RunState& state, const client::SourceStatus& sou
   ImGui::SliderFloat("smoothing", &smoothing_, 0.0f, 0.999f, "%.3f");
   ImGui::SameLine();
   ImGui::Checkbox("log y", &log_y_);
-  const std::vector<client::ChartRun> runs{{"run", &state.series(), true}};
-  const std::vector<std::string> groups = client::chart_groups(runs);
+  std::vector<client::ChartRun> chart_runs;
+  for (const auto& r : runs) chart_runs.push_back({r.name, &r.state.series(), r.visible});
+  const std::vector<std::string> groups = client::chart_groups(chart_runs);
   if (groups.empty()) ImGui::TextDisabled("no scalars yet");
   const float chart_h = groups.empty() ? 0
                                        : std::max(120.0f, (ImGui::GetContentRegionAvail().y -
                                                            ImGui::GetStyle().ItemSpacing.y * groups.size()) /
                                                               static_cast<float>(groups.size()));
-  for (const auto& g : groups) draw_chart(runs, g, chart_h);
+  for (const auto& g : groups) draw_chart(chart_runs, g, chart_h);
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("image", ImVec2(0, avail_h));
@@ -69,13 +74,80 @@ void Viewer::draw(const client::RunState& state, const client::SourceStatus& sou
   ImGui::EndChild();
 
   ImGui::BeginChild("ranks", ImVec2(left_w, 0), true);
-  draw_ranks(state);
+  if (several)
+    draw_runs(runs);
+  else
+    draw_ranks(state);
   ImGui::EndChild();
   ImGui::SameLine();
   ImGui::BeginChild("events", ImVec2(0, 0), true);
-  draw_events(state);
+  draw_events(runs[static_cast<size_t>(selected_)].state);
   ImGui::EndChild();
   ImGui::End();
+}
+
+void Viewer::draw_runs(std::vector<ViewRun>& runs) {
+  // The config keys that tell the runs apart, once every run has said its config.
+  size_t with_config = 0;
+  for (const auto& r : runs) with_config += r.state.info() ? 1 : 0;
+  if (with_config != configs_seen_) {
+    configs_seen_ = with_config;
+    std::vector<std::string> yamls;
+    for (const auto& r : runs) yamls.push_back(r.state.info() ? r.state.info()->config_yaml : "");
+    differing_values_.clear();
+    differing_ = with_config == runs.size() ? client::differing_keys(yamls, &differing_values_) : std::vector<std::string>{};
+  }
+  // Final values of the metrics the runs log (not lrs or timings), at most 4.
+  std::set<std::string> metric_set;
+  for (const auto& r : runs)
+    for (const auto& [name, s] : r.state.series())
+      if (name.rfind("lr-", 0) != 0 && !(name.size() > 8 && name.compare(name.size() - 8, 8, "_seconds") == 0))
+        metric_set.insert(name);
+  std::vector<std::string> metrics(metric_set.begin(), metric_set.end());
+  if (metrics.size() > 4) metrics.resize(4);
+  const int columns = 4 + static_cast<int>(metrics.size() + differing_.size());
+  if (!ImGui::BeginTable("runs", columns,
+                         ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY |
+                             ImGuiTableFlags_ScrollX))
+    return;
+  ImGui::TableSetupColumn("show", ImGuiTableColumnFlags_WidthFixed);
+  ImGui::TableSetupColumn("run");
+  ImGui::TableSetupColumn("status", ImGuiTableColumnFlags_WidthFixed);
+  ImGui::TableSetupColumn("step", ImGuiTableColumnFlags_WidthFixed);
+  for (const auto& m : metrics) ImGui::TableSetupColumn(m.c_str());
+  for (const auto& k : differing_) ImGui::TableSetupColumn(k.c_str());
+  ImGui::TableSetupScrollFreeze(2, 1);
+  ImGui::TableHeadersRow();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ViewRun& r = runs[i];
+    ImGui::PushID(static_cast<int>(i));
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    const uint32_t rgb = client::series_color(i);  // the run's colour in every chart
+    ImGui::PushStyleColor(ImGuiCol_CheckMark, ImGui::ColorConvertU32ToFloat4(color(rgb, 255)));
+    ImGui::PushStyleColor(ImGuiCol_FrameBg, ImGui::ColorConvertU32ToFloat4(color(rgb, 90)));
+    ImGui::Checkbox("##show", &r.visible);
+    ImGui::PopStyleColor(2);
+    ImGui::TableNextColumn();
+    if (ImGui::Selectable(r.name.c_str(), selected_ == static_cast<int>(i), ImGuiSelectableFlags_SpanAllColumns |
+                                                                                ImGuiSelectableFlags_AllowItemOverlap))
+      selected_ = static_cast<int>(i);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(client::to_string(r.state.status()));
+    ImGui::TableNextColumn();
+    ImGui::Text("%lld", static_cast<long long>(r.state.latest_step()));
+    for (const auto& m : metrics) {
+      ImGui::TableNextColumn();
+      const auto it = r.state.series().find(m);
+      if (it != r.state.series().end() && it->second.size()) ImGui::Text("%.4g", it->second.values.back());
+    }
+    for (const auto& k : differing_) {
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(differing_values_[k][i].c_str());
+    }
+    ImGui::PopID();
+  }
+  ImGui::EndTable();
 }
 
 void Viewer::draw_status(const client::RunState& state, const client::SourceStatus& source) {
@@ -180,7 +252,8 @@ void Viewer::draw_chart(const std::vector<client::ChartRun>& runs, const std::st
 
 void Viewer::upload(const client::RunState& state, int i) {
   const uint64_t key = state.images().size();
-  if (i == texture_image_ && key == texture_key_) return;
+  if (i == texture_image_ && key == texture_key_ && selected_ == texture_run_) return;
+  texture_run_ = selected_;
   const std::string& png = state.images()[static_cast<size_t>(i)].png;
   int w = 0, h = 0, n = 0;
   unsigned char* rgba = stbi_load_from_memory(reinterpret_cast<const unsigned char*>(png.data()),

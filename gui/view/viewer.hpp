@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,14 @@
 
 namespace gantry::view {
 
+/// One run the viewer shows: where its messages come from and what they built.
+struct ViewRun {
+  std::string name;  ///< legend and runs-table label
+  std::unique_ptr<client::Source> source;
+  client::RunState state;
+  bool visible = true;  ///< its lines are drawn (the runs table's checkbox)
+};
+
 class Viewer {
  public:
   Viewer() = default;
@@ -23,10 +32,15 @@ class Viewer {
   Viewer(const Viewer&) = delete;
   Viewer& operator=(const Viewer&) = delete;
 
-  /// Draws one frame's ImGui widgets filling the display (between NewFrame and Render).
-  void draw(const client::RunState& state, const client::SourceStatus& source);
+  /// Draws one frame's ImGui widgets filling the display (between NewFrame
+  /// and Render). One run: its charts, grid, ranks and events. Several: their
+  /// lines overlaid (a colour per run), the runs table (visible toggles,
+  /// status, step, final values, the config keys that differ) in place of
+  /// the ranks; grid, status, ranks' and events of the run selected in it.
+  void draw(std::vector<ViewRun>& runs);
 
  private:
+  void draw_runs(std::vector<ViewRun>& runs);
   void draw_status(const client::RunState& state, const client::SourceStatus& source);
   void draw_chart(const std::vector<client::ChartRun>& runs, const std::string& group, float height);
   void draw_image(const client::RunState& state);
@@ -40,9 +54,14 @@ class Viewer {
   bool follow_ = true;
   int image_ = -1;            // index of the grid shown
   int texture_image_ = -1;    // index of the grid in the texture
+  int texture_run_ = -1;      // the run whose grid is in the texture
+  int selected_ = 0;          // the run whose grid, status and events are shown
   uint64_t texture_key_ = 0;  // (state's images count) when uploaded: a resume may replace grids
   unsigned texture_ = 0;
   int tex_w_ = 0, tex_h_ = 0;
+  size_t configs_seen_ = ~size_t(0);  // runs with a config when the differing keys were computed
+  std::vector<std::string> differing_;
+  std::map<std::string, std::vector<std::string>> differing_values_;
   client::ChartModel charts_;  // ranges, ticks, decimated lines, read-out (gui/client/chart.hpp)
 };
 

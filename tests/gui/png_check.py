@@ -3,6 +3,7 @@
 
   png_check.py stats SHOT          -> "W H ORANGE BLUE": size and pixels close to the
                                       first two series colours (g_loss orange, d_loss blue)
+  png_check.py colours SHOT RRGGBB ... -> pixels close to each colour, one count each
   png_check.py contains SHOT GRID  -> the scale (1-4) at which a middle row of the
                                       GRID PNG appears pixel-exact in SHOT; exit 1 if nowhere
 """
@@ -65,6 +66,18 @@ def stats(path):
     print(w, h, orange, blue)
 
 
+def colours(path, *hexes):
+    _, _, rows = decode(path)
+    wanted = [tuple(int(h[i:i + 2], 16) for i in (0, 2, 4)) for h in hexes]
+    counts = [0] * len(wanted)
+    for r in rows:
+        for x in range(0, len(r), 3):
+            for k, c in enumerate(wanted):
+                if abs(r[x] - c[0]) < 40 and abs(r[x + 1] - c[1]) < 40 and abs(r[x + 2] - c[2]) < 40:
+                    counts[k] += 1
+    print(*counts)
+
+
 def contains(shot, grid):
     _, _, rows = decode(shot)
     gw, gh, grows = decode(grid)
@@ -80,4 +93,4 @@ def contains(shot, grid):
 
 
 if __name__ == "__main__":
-    {"stats": stats, "contains": contains}[sys.argv[1]](*sys.argv[2:])
+    {"stats": stats, "colours": colours, "contains": contains}[sys.argv[1]](*sys.argv[2:])
