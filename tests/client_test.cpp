@@ -194,3 +194,30 @@ TEST(Runs, FoundUnderAnExperimentASweepAndSeveralPaths) {
   EXPECT_THROW(find_runs({(root / "nothing").string()}), std::invalid_argument);
   fs::remove_all(root);
 }
+
+TEST(Chart, XAsTimeSinceStartOrWallTimeAndAZoomedRange) {
+  std::map<std::string, Series> m;
+  Series& s = m["loss"];
+  for (int64_t i = 0; i <= 100; ++i) s.append(i * 10, 1000.0 + double(i), i == 50 ? 9.0 : 1.0 + 0.01 * double(i));
+  ChartModel model;
+  ChartOptions opt;
+  opt.x = XAxis::kRelative;
+  std::vector<ChartRun> runs{{"r", &m, true, 1000.0}};
+  Chart c = model.build(runs, "loss", opt);
+  EXPECT_EQ(c.x.lo, 0);
+  EXPECT_EQ(c.x.hi, 100);
+  EXPECT_EQ(model.readout(runs, c, 20.2), "step 200\nloss 1.2");
+  opt.x = XAxis::kWall;
+  c = model.build(runs, "loss", opt);
+  EXPECT_EQ(c.x.lo, 1000);
+  // Zoomed to steps 600..1000 (x = step): the spike at step 500 is outside,
+  // so y spans the points inside only; one point beyond each edge is kept.
+  opt.x = XAxis::kStep;
+  opt.zoomed = true;
+  opt.x_lo = 600;
+  opt.x_hi = 1000;
+  c = model.build(runs, "loss", opt);
+  EXPECT_EQ(c.x.lo, 600);
+  EXPECT_EQ(c.lines[0].x.front(), 590);
+  EXPECT_LT(c.y.hi, 3) << "the spike (9.0 at step 500) is outside the zoom";
+}

@@ -63,6 +63,14 @@ std::vector<std::string> chart_groups(const std::vector<ChartRun>& runs) {
   return {groups.begin(), groups.end()};
 }
 
+namespace {
+
+// x of a run's points: steps, or wall times shifted to the run's start.
+const std::vector<double>& base_x(const Series& s, XAxis x) { return x == XAxis::kStep ? s.steps : s.wall_times; }
+double x_offset(const ChartRun& r, XAxis x) { return x == XAxis::kRelative ? -r.start_time : 0; }
+
+}  // namespace
+
 Chart ChartModel::build(const std::vector<ChartRun>& runs, const std::string& group, const ChartOptions& opt) {
   Chart chart;
   chart.group = group;
@@ -81,11 +89,14 @@ Chart ChartModel::build(const std::vector<ChartRun>& runs, const std::string& gr
     for (const auto& [name, s] : *runs[r].series) {
       if (metric_group(name) != group) continue;
       sources.push_back({r, &name, &s});
-      if (s.size()) x0 = std::min(x0, s.steps.front()), x1 = std::max(x1, s.steps.back());
+      const auto& bx = base_x(s, opt.x);
+      const double off = x_offset(runs[r], opt.x);
+      if (!bx.empty()) x0 = std::min(x0, bx.front() + off), x1 = std::max(x1, bx.back() + off);
     }
   }
   if (!(x0 <= x1)) x0 = 0, x1 = 1;
-  if (x1 == x0) x1 = x0 + 1;
+  if (opt.zoomed) x0 = opt.x_lo, x1 = opt.x_hi;
+  if (x1 <= x0) x1 = x0 + 1;
   const int columns = std::max(10, opt.columns);
   auto usable = [&](double v) { return std::isfinite(v) && (!opt.log_y || v > 0); };
   double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
@@ -94,6 +105,8 @@ Chart ChartModel::build(const std::vector<ChartRun>& runs, const std::string& gr
     const Source& src = sources[k];
     metric_in_run = (k > 0 && sources[k - 1].run == src.run) ? metric_in_run + 1 : 0;
     const Series& s = *src.series;
+    const auto& bx = base_x(s, opt.x);
+    const double off = x_offset(runs[src.run], opt.x);
     ChartLine line;
     line.run = src.run;
     line.metric = *src.metric;
@@ -101,16 +114,22 @@ Chart ChartModel::build(const std::vector<ChartRun>& runs, const std::string& gr
     line.color = several ? lighten(series_color(src.run), 1 - std::pow(0.55, double(metric_in_run)))
                          : series_color(metric_in_run);
     Cache& cache = cache_[{runs[src.run].name, line.metric}];
-    for (size_t i : cache.raw.decimate(s.steps, s.values, x0, x1, columns, s.generation))
-      if (usable(s.values[i])) {
-        line.x.push_back(s.steps[i]);
-        line.y.push_back(s.values[i]);
-        y0 = std::min(y0, chart.to_axis(s.values[i])), y1 = std::max(y1, chart.to_axis(s.values[i]));
+    auto keep = [&](const std::vector<size_t>& idx, const std::vector<double>& y, std::vector<double>& ox,
+                    std::vector<double>& oy, bool ranges) {
+      for (size_t i : idx) {
+        if (!usable(y[i])) continue;
+        const double x = bx[i] + off;
+        ox.push_back(x);
+        oy.push_back(y[i]);
+        if (ranges && x >= x0 && x <= x1)
+          y0 = std::min(y0, chart.to_axis(y[i])), y1 = std::max(y1, chart.to_axis(y[i]));
       }
+    };
+    keep(cache.raw.decimate(bx, s.values, x0 - off, x1 - off, columns, s.generation), s.values, line.x, line.y, true);
     if (opt.smoothing > 0) {
       const auto& sm = cache.smoother.update(s.values, opt.smoothing, s.generation);
-      for (size_t i : cache.smooth.decimate(s.steps, sm, x0, x1, columns, cache.smoother.generation()))
-        if (usable(sm[i])) line.sx.push_back(s.steps[i]), line.sy.push_back(sm[i]);
+      keep(cache.smooth.decimate(bx, sm, x0 - off, x1 - off, columns, cache.smoother.generation()), sm, line.sx,
+           line.sy, false);
     }
     chart.lines.push_back(std::move(line));
   }
@@ -118,6 +137,7 @@ Chart ChartModel::build(const std::vector<ChartRun>& runs, const std::string& gr
   const double pad = (y1 - y0) * 0.05 + (y1 == y0 ? 0.5 : 0);
   chart.x = axis(x0, x1, 6);
   chart.y = axis(y0 - pad, y1 + pad, 5);
+  x_kind_ = opt.x;
   return chart;
 }
 
@@ -126,7 +146,7 @@ std::string ChartModel::readout(const std::vector<ChartRun>& runs, const Chart& 
   char buf[160];
   for (const auto& line : chart.lines) {
     const Series& s = runs[line.run].series->at(line.metric);
-    const long i = nearest_index(s.steps, at);
+    const long i = nearest_index(base_x(s, x_kind_), at - x_offset(runs[line.run], x_kind_));
     if (i < 0) continue;
     if (text.empty()) text = "step " + std::to_string(static_cast<long long>(s.steps[i]));
     const auto it = cache_.find({runs[line.run].name, line.metric});

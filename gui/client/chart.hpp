@@ -19,12 +19,19 @@ struct ChartRun {
   std::string name;                                      ///< legend label when several runs are shown
   const std::map<std::string, Series>* series = nullptr; ///< its metrics by name
   bool visible = true;
+  double start_time = 0;  ///< Unix seconds: x = 0 of XAxis::kRelative
 };
+
+/// What x is: the global step, seconds since the run's start, or wall time (Unix seconds).
+enum class XAxis { kStep, kRelative, kWall };
 
 struct ChartOptions {
   double smoothing = 0;  ///< TensorBoard's EMA weight, [0, 1): 0 is none
   bool log_y = false;    ///< y on a log10 scale (values <= 0 are not drawn)
   int columns = 600;     ///< pixel columns of the plot area: decimation keeps ~2 points per column
+  XAxis x = XAxis::kStep;
+  bool zoomed = false;   ///< show x in [x_lo, x_hi] (x units) instead of everything
+  double x_lo = 0, x_hi = 1;
 };
 
 /// One drawn line: a metric of a run.
@@ -33,7 +40,7 @@ struct ChartLine {
   std::string metric;
   std::string label;     ///< "g_loss", or "<run>: g_loss" when several runs are shown
   uint32_t color = 0;    ///< 0xRRGGBB: per metric for one run; per run for several (its 2nd, 3rd metric lighter)
-  std::vector<double> x, y;    ///< the raw points to draw (decimated; y finite, and > 0 with log_y)
+  std::vector<double> x, y;    ///< the raw points to draw, x in the chart's x units (decimated; y finite, > 0 with log_y)
   std::vector<double> sx, sy;  ///< the smoothed line (empty when smoothing is 0)
 };
 
@@ -61,10 +68,12 @@ std::vector<std::string> chart_groups(const std::vector<ChartRun>& runs);
 /// frames (a growing series costs only its new points).
 class ChartModel {
  public:
-  /// `group`'s chart over the visible runs: x from the first to the last step
-  /// of any of its lines, y over what is drawn (+5% padding).
+  /// `group`'s chart over the visible runs: x from the first to the last
+  /// point of any of its lines (or the zoom), y over what is drawn inside
+  /// that x range (+5% padding; a point beyond each edge is kept so lines
+  /// reach the border).
   Chart build(const std::vector<ChartRun>& runs, const std::string& group, const ChartOptions& opt);
-  /// The hover read-out at step `at`: "step N" then a line per drawn line,
+  /// The hover read-out at `at` (x units): "step N" then a line per drawn line,
   /// its nearest point's value and smoothed value. "" when nothing is near.
   std::string readout(const std::vector<ChartRun>& runs, const Chart& chart, double at) const;
 
@@ -74,6 +83,7 @@ class ChartModel {
     Decimator raw, smooth;
   };
   std::map<std::pair<std::string, std::string>, Cache> cache_;  // (run, metric)
+  XAxis x_kind_ = XAxis::kStep;  // of the last chart built (the read-out's x)
 };
 
 /// The flattened keys ("trainer.max_epochs") whose values differ between the

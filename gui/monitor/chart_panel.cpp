@@ -17,15 +17,8 @@
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 namespace gantry::monitor {
-
-namespace {
-
-QString number(double v) { return QString::number(v, 'g', 5); }
-
-}  // namespace
 
 ChartPanel::ChartPanel(const QString& group, QWidget* parent) : QWidget(parent), group_(group) {
   auto* chart = new QChart;
@@ -64,10 +57,6 @@ ChartPanel::ChartPanel(const QString& group, QWidget* parent) : QWidget(parent),
 
 QChart* ChartPanel::chart() const { return view_->chart(); }
 
-const std::vector<double>& ChartPanel::base_x(const client::Series& s) const {
-  return built_ && built_->x == XAxis::kStep ? s.steps : s.wall_times;
-}
-
 void ChartPanel::rebuild(const ChartOptions& opt) {
   QChart* c = chart();
   c->removeAllSeries();
@@ -99,8 +88,9 @@ void ChartPanel::rebuild(const ChartOptions& opt) {
   }
   c->addAxis(x_axis_, Qt::AlignBottom);
   c->addAxis(y_axis_, Qt::AlignLeft);
-  for (size_t i = 0; i < names_.size(); ++i) {
-    const QColor color = QColor::fromRgb(client::series_color(i));
+  for (const auto& l : chart_.lines) {
+    const QColor color = QColor::fromRgb(l.color);
+    const QString name = QString::fromStdString(l.label);
     Line line;
     line.raw = new QLineSeries;
     line.smooth = new QLineSeries;
@@ -108,8 +98,8 @@ void ChartPanel::rebuild(const ChartOptions& opt) {
     faint.setAlpha(opt.smoothing > 0 ? 70 : 255);
     line.raw->setPen(QPen(faint, 1));
     line.smooth->setPen(QPen(color, 2));
-    line.smooth->setName(QString::fromStdString(names_[i]));
-    line.raw->setName(QString::fromStdString(names_[i]) + " (raw)");
+    line.smooth->setName(name);
+    line.raw->setName(name + " (raw)");
     c->addSeries(line.raw);
     c->addSeries(line.smooth);
     for (QLineSeries* s : {line.raw, line.smooth}) {
@@ -121,84 +111,59 @@ void ChartPanel::rebuild(const ChartOptions& opt) {
       c->legend()->markers(line.raw).front()->setVisible(false);
     } else {
       line.smooth->setVisible(false);
-      line.raw->setName(QString::fromStdString(names_[i]));
+      line.raw->setName(name);
     }
-    lines_.emplace(names_[i], std::move(line));
+    lines_.push_back(line);
   }
   built_ = opt;
 }
 
 void ChartPanel::redraw(const client::RunState& state, const ChartOptions& opt) {
   state_ = &state;
+  runs_ = {{"run", &state.series(), true, state.info() ? state.info()->start_time : 0}};
+  if (built_ && built_->x != opt.x) zoom_.reset();  // another unit
+  scale_ = opt.x == XAxis::kWall ? 1000 : 1;          // QDateTimeAxis counts milliseconds
+  columns_ = static_cast<int>(chart()->plotArea().width());
+  client::ChartOptions co;
+  co.smoothing = opt.smoothing;
+  co.log_y = opt.log_y;
+  co.columns = std::max(50, columns_);
+  co.x = opt.x;
+  if (zoom_) co.zoomed = true, co.x_lo = zoom_->first / scale_, co.x_hi = zoom_->second / scale_;
+  chart_ = model_.build(runs_, group_.toStdString(), co);
   std::vector<std::string> names;
-  for (const auto& [name, s] : state.series())
-    if (QString::fromStdString(client::metric_group(name)) == group_) names.push_back(name);
+  for (const auto& l : chart_.lines) names.push_back(l.label);
   if (names != names_ || !built_ || *built_ != opt) {
-    if (built_ && built_->x != opt.x) zoom_.reset();  // another unit
     names_ = names;
     rebuild(opt);
   }
-  scale_ = 1;
-  offset_ = 0;
-  if (opt.x == XAxis::kRelative) offset_ = state.info() ? -state.info()->start_time : 0;
-  if (opt.x == XAxis::kWall) scale_ = 1000;  // QDateTimeAxis counts milliseconds
 
-  // The x range: the zoom, or everything.
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  for (const auto& name : names_) {
-    const auto& s = state.series().at(name);
-    const auto& x = base_x(s);
-    if (!x.empty()) {
-      lo = std::min(lo, to_plot(x.front()));
-      hi = std::max(hi, to_plot(x.back()));
-    }
-  }
-  if (!(lo <= hi)) lo = 0, hi = 1;
-  if (zoom_) lo = zoom_->first, hi = zoom_->second;
-  if (hi <= lo) hi = lo + 1;
-  columns_ = static_cast<int>(chart()->plotArea().width());
-  const int columns = std::max(50, columns_);
-
-  // Decimate everything first, set the axes, then hand the points over: Qt
+  // Points first, then the axes' ranges, then hand the points over: Qt
   // Charts re-lays out every series on each range change, so ranges go first.
-  double ylo = std::numeric_limits<double>::infinity(), yhi = -ylo;
   std::vector<std::pair<QLineSeries*, QList<QPointF>>> out;
   drawn_points_ = 0;
-  for (const auto& name : names_) {
-    const auto& s = state.series().at(name);
-    Line& line = lines_.at(name);
-    const auto& x = base_x(s);
-    const std::vector<double>& smooth = line.smoother.update(s.values, opt.smoothing, s.generation);
-    auto points_of = [&](const std::vector<double>& y, QLineSeries* series, client::Decimator& d, uint64_t gen) {
-      const auto keep = d.decimate(x, y, (lo - offset_) / scale_, (hi - offset_) / scale_, columns, gen);
-      QList<QPointF> pts;
-      pts.reserve(static_cast<qsizetype>(keep.size()));
-      for (size_t i : keep) {
-        if (opt.log_y && !(y[i] > 0)) continue;
-        const double px = to_plot(x[i]);
-        pts.append(QPointF(px, y[i]));
-        if (px >= lo && px <= hi) ylo = std::min(ylo, y[i]), yhi = std::max(yhi, y[i]);
-      }
-      drawn_points_ += static_cast<size_t>(pts.size());
-      out.emplace_back(series, std::move(pts));
-    };
-    points_of(s.values, line.raw, line.raw_decimator, s.generation);
-    if (opt.smoothing > 0) points_of(smooth, line.smooth, line.smooth_decimator, line.smoother.generation());
+  auto points_of = [&](const std::vector<double>& x, const std::vector<double>& y, QLineSeries* series) {
+    QList<QPointF> pts;
+    pts.reserve(static_cast<qsizetype>(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) pts.append(QPointF(x[i] * scale_, y[i]));
+    drawn_points_ += static_cast<size_t>(pts.size());
+    out.emplace_back(series, std::move(pts));
+  };
+  for (size_t k = 0; k < chart_.lines.size(); ++k) {
+    points_of(chart_.lines[k].x, chart_.lines[k].y, lines_[k].raw);
+    if (opt.smoothing > 0) points_of(chart_.lines[k].sx, chart_.lines[k].sy, lines_[k].smooth);
   }
   for (auto& [series, pts] : out) series->clear();  // range changes then cost nothing
-  if (!(ylo <= yhi)) ylo = opt.log_y ? 0.1 : 0, yhi = 1;
-  if (opt.log_y) {
-    ylo /= 1.2, yhi *= 1.2;
-  } else {
-    const double pad = (yhi - ylo) * 0.05 + (yhi == ylo ? 0.5 : 0);
-    ylo -= pad, yhi += pad;
-  }
+  const double lo = chart_.x.lo * scale_, hi = chart_.x.hi * scale_;
   if (auto* t = qobject_cast<QDateTimeAxis*>(x_axis_))
     t->setRange(QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(lo)),
                 QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(hi)));
   else
     x_axis_->setRange(lo, hi);
-  y_axis_->setRange(ylo, yhi);
+  if (opt.log_y)
+    y_axis_->setRange(std::pow(10.0, chart_.y.lo), std::pow(10.0, chart_.y.hi));
+  else
+    y_axis_->setRange(chart_.y.lo, chart_.y.hi);
   // Ticks at round numbers inside the data's range (not a range stretched to round ends).
   for (QAbstractAxis* a : {x_axis_, y_axis_})
     if (auto* v = qobject_cast<QValueAxis*>(a)) {
@@ -224,20 +189,9 @@ void ChartPanel::zoom_to(double x0, double x1) {
 
 void ChartPanel::hover_at(double at) {
   if (!state_) return;
-  QString text;
-  for (const auto& name : names_) {
-    const auto& s = state_->series().at(name);
-    const auto& x = base_x(s);
-    const long i = client::nearest_index(x, (at - offset_) / scale_);
-    if (i < 0) continue;
-    if (text.isEmpty()) text = QString("step %1   ").arg(static_cast<qint64>(s.steps[i]));
-    text += QString("%1 %2").arg(QString::fromStdString(name), number(s.values[i]));
-    const auto& sm = lines_.at(name).smoother.smoothed();
-    if (built_ && built_->smoothing > 0 && static_cast<size_t>(i) < sm.size())
-      text += QString(" (smoothed %1)").arg(number(sm[i]));
-    text += "   ";
-  }
-  emit hovered(text.trimmed());
+  // The model's read-out, one line: "step N   g_loss 1.2 (smoothed 1.3)   d_loss ..."
+  QString text = QString::fromStdString(model_.readout(runs_, chart_, at / scale_));
+  emit hovered(text.replace("\n", "   "));
 }
 
 bool ChartPanel::export_png(const QString& path) { return view_->grab().save(path, "PNG"); }
@@ -248,7 +202,8 @@ bool ChartPanel::export_csv(const QString& path) const {
   if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) return false;
   QTextStream out(&f);
   out << "metric,step,wall_time,value,smoothed\n";
-  for (const auto& name : names_) {
+  for (const auto& line : chart_.lines) {
+    const std::string& name = line.metric;
     const auto& s = state_->series().at(name);
     const std::vector<double> sm = client::smooth_ema(s.values, built_ ? built_->smoothing : 0);
     for (size_t i = 0; i < s.size(); ++i)

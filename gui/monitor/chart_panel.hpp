@@ -1,6 +1,8 @@
 // One chart of the Scalars view: the metrics of one group, raw (faint) and
-// smoothed (solid) as in TensorBoard, decimated to about two points per pixel
-// column (min and max) on every redraw. Drag to zoom into an x range,
+// smoothed (solid) as in TensorBoard. What to draw (lines, decimation to about
+// two points per pixel column, ranges, read-out) comes from gantry::client's
+// chart model (client/chart.hpp, shared with gantry-view); this paints it
+// with Qt Charts. Drag to zoom into an x range,
 // double-click or reset to see everything; hovering reads out the values.
 #pragma once
 
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "chart.hpp"
 #include "run_state.hpp"
 #include "series.hpp"
 
@@ -23,7 +26,7 @@ class QAbstractAxis;
 
 namespace gantry::monitor {
 
-enum class XAxis { kStep, kRelative, kWall };
+using XAxis = client::XAxis;
 
 struct ChartOptions {
   double smoothing = 0.6;  ///< TensorBoard's default
@@ -64,25 +67,24 @@ class ChartPanel : public QWidget {
   struct Line {
     QLineSeries* raw = nullptr;
     QLineSeries* smooth = nullptr;
-    client::Smoother smoother;
-    client::Decimator raw_decimator, smooth_decimator;
   };
   void rebuild(const ChartOptions& opt);
   void zoom_to(double x0, double x1);
   void hover_at(double x);
-  double to_plot(double base) const { return base * scale_ + offset_; }
-  const std::vector<double>& base_x(const client::Series& s) const;
 
   QString group_;
   ChartView* view_;
   QLabel* title_;
-  std::map<std::string, Line> lines_;
-  std::vector<std::string> names_;
+  std::vector<Line> lines_;           // as chart_.lines
+  std::vector<std::string> names_;    // the lines' labels when built
+  client::ChartModel model_;
+  client::Chart chart_;               // the last one built
+  std::vector<client::ChartRun> runs_;
   QAbstractAxis* x_axis_ = nullptr;
   QAbstractAxis* y_axis_ = nullptr;
   std::optional<ChartOptions> built_;
   std::optional<std::pair<double, double>> zoom_;  // plot x units
-  double scale_ = 1, offset_ = 0;
+  double scale_ = 1;  // plot x per chart x: 1000 for the wall-time axis (milliseconds)
   size_t drawn_points_ = 0;
   int columns_ = 0;  // plot width of the last redraw
   const client::RunState* state_ = nullptr;  // the last one drawn (hover, export); owned by the window
