@@ -119,8 +119,12 @@ void ChartPanel::rebuild(const ChartOptions& opt) {
 }
 
 void ChartPanel::redraw(const client::RunState& state, const ChartOptions& opt) {
-  state_ = &state;
-  runs_ = {{"run", &state.series(), true, state.info() ? state.info()->start_time : 0}};
+  redraw({{"run", &state.series(), true, state.info() ? state.info()->start_time : 0}}, opt);
+}
+
+void ChartPanel::redraw(const std::vector<client::ChartRun>& runs, const ChartOptions& opt) {
+  runs_ = runs;
+  drawn_ = true;
   if (built_ && built_->x != opt.x) zoom_.reset();  // another unit
   scale_ = opt.x == XAxis::kWall ? 1000 : 1;          // QDateTimeAxis counts milliseconds
   columns_ = static_cast<int>(chart()->plotArea().width());
@@ -188,7 +192,7 @@ void ChartPanel::zoom_to(double x0, double x1) {
 }
 
 void ChartPanel::hover_at(double at) {
-  if (!state_) return;
+  if (!drawn_) return;
   // The model's read-out, one line: "step N   g_loss 1.2 (smoothed 1.3)   d_loss ..."
   QString text = QString::fromStdString(model_.readout(runs_, chart_, at / scale_));
   emit hovered(text.replace("\n", "   "));
@@ -197,14 +201,14 @@ void ChartPanel::hover_at(double at) {
 bool ChartPanel::export_png(const QString& path) { return view_->grab().save(path, "PNG"); }
 
 bool ChartPanel::export_csv(const QString& path) const {
-  if (!state_) return false;
+  if (!drawn_) return false;
   QFile f(path);
   if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) return false;
   QTextStream out(&f);
   out << "metric,step,wall_time,value,smoothed\n";
   for (const auto& line : chart_.lines) {
-    const std::string& name = line.metric;
-    const auto& s = state_->series().at(name);
+    const std::string& name = line.label;  // the metric, or "<run>: <metric>" for several runs
+    const auto& s = runs_[line.run].series->at(line.metric);
     const std::vector<double> sm = client::smooth_ema(s.values, built_ ? built_->smoothing : 0);
     for (size_t i = 0; i < s.size(); ++i)
       out << QString::fromStdString(name) << ',' << static_cast<qint64>(s.steps[i]) << ','

@@ -44,6 +44,9 @@ class ChartPanel : public QWidget {
 
   /// Redraws from `state` (the metrics of this group) with `opt`.
   void redraw(const client::RunState& state, const ChartOptions& opt);
+  /// Redraws the metrics of this group of every visible run in `runs` (a
+  /// colour per run when there are several); the series must outlive the panel's use.
+  void redraw(const std::vector<client::ChartRun>& runs, const ChartOptions& opt);
   void reset_zoom();
   /// Writes the chart as shown.
   bool export_png(const QString& path);
@@ -87,7 +90,7 @@ class ChartPanel : public QWidget {
   double scale_ = 1;  // plot x per chart x: 1000 for the wall-time axis (milliseconds)
   size_t drawn_points_ = 0;
   int columns_ = 0;  // plot width of the last redraw
-  const client::RunState* state_ = nullptr;  // the last one drawn (hover, export); owned by the window
+  bool drawn_ = false;  // redraw ran: runs_ holds what is shown (hover, export)
 };
 
 /// The chart widget itself: mouse handling for zoom and hover.

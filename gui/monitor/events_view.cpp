@@ -20,6 +20,8 @@ EventsView::EventsView(QWidget* parent) : QWidget(parent) {
   box->addWidget(table_);
 }
 
+void EventsView::forget() { table_->setRowCount(0); }
+
 void EventsView::refresh(const client::RunState& state) {
   const auto& events = state.events();
   if (static_cast<size_t>(table_->rowCount()) == events.size()) return;

@@ -14,6 +14,8 @@ class EventsView : public QWidget {
  public:
   explicit EventsView(QWidget* parent = nullptr);
   void refresh(const client::RunState& state);
+  /// Another run is shown from now on: the next refresh lists its events afresh.
+  void forget();
   QTableWidget* table() const { return table_; }
 
  private:

@@ -19,6 +19,8 @@ class ImagesView : public QWidget {
  public:
   explicit ImagesView(QWidget* parent = nullptr);
   void refresh(const client::RunState& state);
+  /// Another run is shown from now on: the next refresh starts afresh.
+  void forget() { drawn_version_ = ~0ull, current_ = -1; }
   /// The grid shown (index into state.images(); -1: none) and its step.
   int current_index() const { return current_; }
   int64_t current_step() const;

@@ -2,10 +2,13 @@
 // runner printed) or from its directory (follows the log while it grows).
 //   gantry-monitor 127.0.0.1:5555 --token 3f2a...
 //   gantry-monitor runs/gan_fashion_mnist/latest
+//   gantry-monitor runs/gan_fashion_mnist        (every run of the experiment overlaid; a sweep directory too)
+//   gantry-monitor RUN_DIR RUN_DIR ...           (these runs overlaid)
 //   gantry-monitor RUN_DIR --screenshot shot.png   (grab the window once the run has ended, then exit)
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
@@ -46,8 +49,19 @@ int main(int argc, char** argv) {
   const QString text = cli.positionalArguments().join(' ');
   if (!text.isEmpty()) {
     try {
-      window.open(gantry::client::parse_target(text.toStdString(), cli.value("token").toStdString()),
-                  text + (cli.isSet("token") ? " --token " + cli.value("token") : QString()));
+      // Directories: every run under them (an experiment, a sweep, several runs), overlaid.
+      std::vector<std::string> dirs;
+      for (const QString& a : cli.positionalArguments())
+        if (QFileInfo(a).isDir()) dirs.push_back(a.toStdString());
+      const auto found = dirs.size() == static_cast<size_t>(cli.positionalArguments().size())
+                             ? gantry::client::find_runs(dirs)
+                             : std::vector<gantry::client::RunDir>{};
+      if (found.size() > 1)
+        window.open_runs(found, text);
+      else
+        window.open(gantry::client::parse_target(found.size() == 1 ? found[0].dir : text.toStdString(),
+                                                 cli.value("token").toStdString()),
+                    text + (cli.isSet("token") ? " --token " + cli.value("token") : QString()));
     } catch (const std::invalid_argument& e) {
       std::fprintf(stderr, "gantry-monitor: %s\n", e.what());
       return 2;
@@ -67,9 +81,7 @@ int main(int argc, char** argv) {
     auto* since = new QElapsedTimer;
     since->start();
     QObject::connect(poll, &QTimer::timeout, &window, [&window, path, timeout_s, since, poll] {
-      using gantry::client::RunStatus;
-      const RunStatus s = window.state().status();
-      const bool ended = s == RunStatus::kFinished || s == RunStatus::kFailed || s == RunStatus::kStopped;
+      const bool ended = window.all_ended();
       const bool late = since->elapsed() > timeout_s * 1000;
       if (!ended && !late) return;
       poll->stop();

@@ -35,6 +35,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   run_ = new RunView;
   ranks_ = new RanksView;
   events_ = new EventsView;
+  runs_view_ = new RunsView;
 
   banner_ = new QLabel;
   banner_->setObjectName("alert_banner");
@@ -54,8 +55,27 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QDockWidget* events = dock(this, "Events", events_, Qt::BottomDockWidgetArea);
   tabifyDockWidget(images, run);
   images->raise();
+  runs_dock_ = dock(this, "Runs", runs_view_, Qt::BottomDockWidgetArea);
   tabifyDockWidget(ranks, events);
+  tabifyDockWidget(ranks, runs_dock_);
   ranks->raise();
+  runs_dock_->hide();  // shown when several runs are watched
+  connect(runs_view_, &RunsView::visibility_changed, this, [this](int run, bool visible) {
+    if (run < 0 || static_cast<size_t>(run) >= runs_.size()) return;
+    runs_[static_cast<size_t>(run)].visible = visible;
+    ++visibility_version_;
+    scalars_->mark_dirty();
+    tick();
+  });
+  connect(runs_view_, &RunsView::selected, this, [this](int run) {
+    if (run < 0 || static_cast<size_t>(run) >= runs_.size() || static_cast<size_t>(run) == selected_) return;
+    selected_ = static_cast<size_t>(run);
+    alerts_shown_ = 0;
+    banner_->hide();
+    images_->forget();
+    events_->forget();
+    tick();
+  });
   resizeDocks({images}, {520}, Qt::Horizontal);
   resizeDocks({ranks}, {170}, Qt::Vertical);
 
@@ -96,18 +116,58 @@ MainWindow::~MainWindow() = default;
 QStringList MainWindow::recent() const { return QSettings().value("recent").toStringList(); }
 
 void MainWindow::open(const client::Target& target, const QString& remember) {
-  source_.reset();  // joins its thread
-  state_ = client::RunState();
+  std::vector<MonitoredRun> runs(1);
+  runs[0].name = target.describe();
+  runs[0].source = client::open_source(target);
+  watch(std::move(runs), QString::fromStdString(target.describe()));
+  this->remember(remember);
+}
+
+void MainWindow::open_runs(const std::vector<client::RunDir>& found, const QString& remember) {
+  std::vector<MonitoredRun> runs;
+  for (const auto& f : found) {
+    client::Target t;
+    t.is_dir = true;
+    t.dir = f.dir;
+    MonitoredRun r;
+    r.name = f.name;
+    r.source = client::open_source(t);
+    runs.push_back(std::move(r));
+  }
+  watch(std::move(runs), QString("%1 runs: %2").arg(found.size()).arg(remember));
+  this->remember(remember);
+}
+
+void MainWindow::watch(std::vector<MonitoredRun> runs, const QString& title) {
+  runs_.clear();  // joins the sources' threads
+  runs_ = std::move(runs);
+  selected_ = 0;
   alerts_shown_ = 0;
   banner_->hide();
-  source_ = client::open_source(target);
-  setWindowTitle("gantry-monitor: " + QString::fromStdString(target.describe()));
+  images_->forget();
+  events_->forget();
+  runs_dock_->setVisible(runs_.size() > 1);
+  if (runs_.size() > 1) runs_dock_->raise();
+  scalars_->mark_dirty();
+  setWindowTitle("gantry-monitor: " + title);
+  tick();
+}
+
+void MainWindow::remember(const QString& text) {
   QStringList r = recent();
-  r.removeAll(remember);
-  r.prepend(remember);
+  r.removeAll(text);
+  r.prepend(text);
   while (r.size() > 10) r.removeLast();
   QSettings().setValue("recent", r);
-  tick();
+}
+
+bool MainWindow::all_ended() const {
+  for (const auto& r : runs_) {
+    const client::RunStatus s = r.state.status();
+    if (s != client::RunStatus::kFinished && s != client::RunStatus::kFailed && s != client::RunStatus::kStopped)
+      return false;
+  }
+  return !runs_.empty();
 }
 
 void MainWindow::show_connect_dialog() {
@@ -116,29 +176,42 @@ void MainWindow::show_connect_dialog() {
 }
 
 void MainWindow::tick() {
-  if (!source_) return;
-  inbox_.clear();
-  source_->drain(inbox_);
-  for (const auto& m : inbox_) state_.apply(m);
-  const client::SourceStatus st = source_->status();
-  const QString conn = QString("%1: %2").arg(client::to_string(st.state), QString::fromStdString(st.text));
+  if (runs_.empty()) return;
+  uint64_t version = visibility_version_;
+  std::vector<client::ChartRun> chart_runs;
+  for (auto& r : runs_) {
+    inbox_.clear();
+    r.source->drain(inbox_);
+    for (const auto& m : inbox_) r.state.apply(m);
+    version += r.state.version();
+    chart_runs.push_back({r.name, &r.state.series(), r.visible, r.state.info() ? r.state.info()->start_time : 0});
+  }
+  const client::RunState& state = runs_[selected_].state;
+  const client::SourceStatus st = runs_[selected_].source->status();
+  QString conn = QString("%1: %2").arg(client::to_string(st.state), QString::fromStdString(st.text));
+  if (runs_.size() > 1) conn = QString::fromStdString(runs_[selected_].name) + " (" + QString::number(selected_ + 1) +
+                               " of " + QString::number(runs_.size()) + "): " + conn;
   if (connection_->text() != conn) connection_->setText(conn);
   counters_->setText(QString("seq %1   step %2   %3")
-                         .arg(state_.last_seq())
-                         .arg(state_.latest_step())
-                         .arg(client::to_string(state_.status())));
-  if (state_.alerts().size() != alerts_shown_) {
-    alerts_shown_ = state_.alerts().size();
-    const wire::Event& e = state_.alerts().back();
+                         .arg(state.last_seq())
+                         .arg(state.latest_step())
+                         .arg(client::to_string(state.status())));
+  if (state.alerts().size() != alerts_shown_) {
+    alerts_shown_ = state.alerts().size();
+    const wire::Event& e = state.alerts().back();
     banner_->setText(e.kind == "nan" ? QString("NaN or Inf in %1 at step %2").arg(QString::fromStdString(e.text)).arg(e.step)
                                      : QString("Run failed at step %1: %2").arg(e.step).arg(QString::fromStdString(e.text)));
     banner_->show();
   }
-  scalars_->refresh(state_);
-  images_->refresh(state_);
-  run_->refresh(state_);
-  ranks_->refresh(state_, QDateTime::currentMSecsSinceEpoch() / 1000.0);
-  events_->refresh(state_);
+  if (runs_.size() > 1)
+    scalars_->refresh(chart_runs, version);
+  else
+    scalars_->refresh(state);
+  images_->refresh(state);
+  run_->refresh(state);
+  ranks_->refresh(state, QDateTime::currentMSecsSinceEpoch() / 1000.0);
+  events_->refresh(state);
+  if (runs_.size() > 1) runs_view_->refresh(runs_);
 }
 
 QString MainWindow::banner_text() const { return banner_->isHidden() ? QString() : banner_->text(); }

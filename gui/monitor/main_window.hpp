@@ -1,7 +1,8 @@
-// The monitor's window: owns the stream source and the RunState, drains the
-// source and redraws the views at most 20 times a second. It only wires the
-// views (one class each) together: Scalars in the middle, Images, Run, Ranks
-// and Events in docks; the alert banner on top; the connection in the status bar.
+// The monitor's window: owns the runs it watches (a stream source and a
+// RunState each: one run, or several overlaid), drains the sources and
+// redraws the views at most 20 times a second. It only wires the
+// views (one class each) together: Scalars in the middle, Images, Run, Ranks,
+// Events (and Runs, with several) in docks; the alert banner on top; the connection in the status bar.
 #pragma once
 
 #include <QMainWindow>
@@ -13,9 +14,11 @@
 #include "ranks_view.hpp"
 #include "run_state.hpp"
 #include "run_view.hpp"
+#include "runs_view.hpp"
 #include "scalars_view.hpp"
 #include "source.hpp"
 
+class QDockWidget;
 class QLabel;
 
 namespace gantry::monitor {
@@ -29,11 +32,18 @@ class MainWindow : public QMainWindow {
   /// Watches `target` from now on (a new RunState); `remember` is the text
   /// kept in the recent list.
   void open(const client::Target& target, const QString& remember);
+  /// Watches several runs at once (client::find_runs), overlaid.
+  void open_runs(const std::vector<client::RunDir>& found, const QString& remember);
+  /// Every watched run finished, failed or stopped.
+  bool all_ended() const;
   /// Drains the source into the state and redraws what changed (the timer calls it).
   void tick();
 
-  const client::RunState& state() const { return state_; }
-  client::Source* source() const { return source_.get(); }
+  /// The selected run's (the only one's, with one).
+  const client::RunState& state() const { return runs_.empty() ? empty_ : runs_[selected_].state; }
+  client::Source* source() const { return runs_.empty() ? nullptr : runs_[selected_].source.get(); }
+  std::vector<MonitoredRun>& watched() { return runs_; }
+  RunsView* runs() const { return runs_view_; }
   ScalarsView* scalars() const { return scalars_; }
   ImagesView* images() const { return images_; }
   RunView* run() const { return run_; }
@@ -51,8 +61,15 @@ class MainWindow : public QMainWindow {
  private:
   QStringList recent() const;
 
-  std::unique_ptr<client::Source> source_;
-  client::RunState state_;
+  void remember(const QString& text);
+  void watch(std::vector<MonitoredRun> runs, const QString& title);
+
+  std::vector<MonitoredRun> runs_;
+  size_t selected_ = 0;
+  uint64_t visibility_version_ = 0;  // bumped when a run is shown or hidden
+  client::RunState empty_;
+  RunsView* runs_view_;
+  QDockWidget* runs_dock_;
   QTimer timer_;
   ScalarsView* scalars_;
   ImagesView* images_;

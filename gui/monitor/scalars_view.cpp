@@ -75,11 +75,15 @@ ChartOptions ScalarsView::options() const {
 void ScalarsView::set_smoothing(double weight) { smoothing_->setValue(static_cast<int>(weight * 1000 + 0.5)); }
 
 void ScalarsView::refresh(const client::RunState& state) {
-  if (!dirty_ && state.version() == drawn_version_) return;
+  refresh({{"run", &state.series(), true, state.info() ? state.info()->start_time : 0}}, state.version());
+}
+
+void ScalarsView::refresh(const std::vector<client::ChartRun>& runs, uint64_t version) {
+  if (!dirty_ && version == drawn_version_) return;
   QElapsedTimer timer;
   timer.start();
   std::set<QString> groups;
-  for (const auto& [name, s] : state.series()) groups.insert(QString::fromStdString(client::metric_group(name)));
+  for (const auto& g : client::chart_groups(runs)) groups.insert(QString::fromStdString(g));
   for (const QString& g : groups) {
     if (panels_.count(g)) continue;
     auto* panel = new ChartPanel(g);
@@ -98,8 +102,8 @@ void ScalarsView::refresh(const client::RunState& state) {
     });
   }
   const ChartOptions opt = options();
-  for (auto& [g, panel] : panels_) panel->redraw(state, opt);
-  drawn_version_ = state.version();
+  for (auto& [g, panel] : panels_) panel->redraw(runs, opt);
+  drawn_version_ = version;
   dirty_ = false;
   last_ms_ = static_cast<double>(timer.nsecsElapsed()) / 1e6;
 }

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "chart_panel.hpp"
+#include "chart.hpp"
 #include "run_state.hpp"
 
 class QCheckBox;
@@ -24,6 +25,11 @@ class ScalarsView : public QWidget {
 
   /// Redraws every chart when the state or the options changed since the last call.
   void refresh(const client::RunState& state);
+  /// The same for several runs overlaid; `version` changes whenever any of
+  /// them did (or one was shown or hidden).
+  void refresh(const std::vector<client::ChartRun>& runs, uint64_t version);
+  /// Redraw at the next refresh (a run shown or hidden).
+  void mark_dirty() { dirty_ = true; }
   ChartOptions options() const;
   void set_smoothing(double weight);
   std::map<QString, ChartPanel*>& panels() { return panels_; }

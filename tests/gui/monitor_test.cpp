@@ -101,6 +101,7 @@ class MonitorTest : public QObject {
   void connectDialogAcceptsThePastedLineOnly();
   void silentRankIsHighlighted();
   void screenshotOfARealRun();
+  void threeRunsOverlaidAndOneToggledOff();
 };
 
 void MonitorTest::decimationKeepsEveryColumnsExtremes() {
@@ -504,3 +505,50 @@ void MonitorTest::screenshotOfARealRun() {
 
 QTEST_MAIN(MonitorTest)
 #include "monitor_test.moc"
+
+// Three runs of a real sweep (lr 1e-4, 2e-4, 4e-4), opened as the sweep's
+// directory: every chart overlays them, a colour per run; the Runs table
+// shows the key that differs; unticking a run takes its lines off.
+void MonitorTest::threeRunsOverlaidAndOneToggledOff() {
+  QTemporaryDir dir;
+  QProcess sweep;
+  sweep.setWorkingDirectory(dir.path());
+  sweep.start(GANTRY_BIN, {"sweep", QString(GANTRY_SOURCE_DIR) + "/configs/gan_fashion_mnist.yaml",
+                           "system.lr=1e-4,2e-4,4e-4", "trainer.max_steps=20", "trainer.log_every_n_steps=5",
+                           "trainer.image_every_n_steps=10", "trainer.threads=1", "trainer.progress=none",
+                           "monitor.enabled=false"});
+  QVERIFY(sweep.waitForFinished(120000));
+  QVERIFY2(sweep.exitCode() == 0, sweep.readAll().constData());
+  monitor::MainWindow w;
+  w.resize(1280, 800);
+  w.show();
+  w.open_runs(client::find_runs({(dir.path() + "/runs/gan_fashion_mnist/sweep").toStdString()}), dir.path());
+  QTRY_VERIFY_WITH_TIMEOUT(w.all_ended(), 10000);
+  w.tick();
+  QCOMPARE(w.watched().size(), size_t(3));
+  QVERIFY(w.runs()->isVisible());
+  QCOMPARE(w.runs()->differing_keys(), std::vector<std::string>{"system.lr"});
+  QCOMPARE(w.runs()->table()->item(2, 1)->text(), QString("lr=4e-4"));
+  auto lines_of = [&](const QString& prefix) {
+    int n = 0;
+    for (auto* s : w.scalars()->panels().at("loss")->chart()->series())
+      if (s->isVisible() && s->name().startsWith(prefix)) ++n;
+    return n;
+  };
+  QCOMPARE(lines_of("lr=1e-4: "), 4);  // d_loss and g_loss, raw (faint) and smoothed
+  QCOMPARE(lines_of("lr=4e-4: "), 4);
+  auto* shown = w.runs()->table()->item(2, 0);
+  QCOMPARE(shown->checkState(), Qt::Checked);
+  shown->setCheckState(Qt::Unchecked);  // as a click does
+  QVERIFY(!w.watched()[2].visible);
+  QCOMPARE(lines_of("lr=4e-4: "), 0);
+  QCOMPARE(lines_of("lr=2e-4: "), 4);
+  w.grab().save(QString(SCREENSHOT_DIR) + "/monitor_three_runs.png");
+  w.runs()->table()->selectRow(1);  // the grid, config and events of lr=2e-4
+  w.tick();
+  QVERIFY(w.connection_text().startsWith("lr=2e-4 (2 of 3)"));
+  QVERIFY(w.state().info() && w.state().info()->config_yaml.find("lr: 2e-4") != std::string::npos);
+  QCOMPARE(w.run()->field("name"), QString("lr=2e-4"));  // the Run view shows the selected run
+  QCOMPARE(w.images()->current_step(), int64_t(20));  // lr=2e-4's own grid
+  QCOMPARE(w.events()->table()->rowCount(), int(w.state().events().size()));
+}

@@ -1,0 +1,51 @@
+// The Runs view, when the window watches several runs (an experiment, a
+// sweep, run directories): one row a run with its colour and a checkbox that
+// shows or hides its lines in every chart, its status and step, the final
+// values of its metrics and the config keys that differ between the runs
+// (TensorBoard's HParams table, kept simple). Selecting a row picks the run
+// whose grid, config, ranks and events the other views show.
+#pragma once
+
+#include <QWidget>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "run_state.hpp"
+#include "source.hpp"
+
+class QTableWidget;
+
+namespace gantry::monitor {
+
+/// One run the window watches.
+struct MonitoredRun {
+  std::string name;
+  std::unique_ptr<client::Source> source;
+  client::RunState state;
+  bool visible = true;
+};
+
+class RunsView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit RunsView(QWidget* parent = nullptr);
+  void refresh(const std::vector<MonitoredRun>& runs);
+  QTableWidget* table() const { return table_; }
+  /// The config keys shown as columns (those that differ).
+  const std::vector<std::string>& differing_keys() const { return keys_; }
+
+ signals:
+  void visibility_changed(int run, bool visible);
+  void selected(int run);
+
+ private:
+  QTableWidget* table_;
+  std::vector<std::string> keys_;
+  std::map<std::string, std::vector<std::string>> values_;
+  std::vector<std::string> metrics_;
+  size_t configs_seen_ = ~size_t(0);
+};
+
+}  // namespace gantry::monitor
