@@ -221,3 +221,25 @@ TEST(Chart, XAsTimeSinceStartOrWallTimeAndAZoomedRange) {
   EXPECT_EQ(c.lines[0].x.front(), 590);
   EXPECT_LT(c.y.hi, 3) << "the spike (9.0 at step 500) is outside the zoom";
 }
+
+// A command line naming several live runs, the runner's line, and a directory.
+TEST(Runs, SeveralTargetsOnOneCommandLine) {
+  auto t = parse_targets({"10.0.0.1:5555", "--token", "a", "monitor:", "gantry-monitor", "10.0.0.2:6666", "--token",
+                          "b", "10.0.0.3:7777"},
+                         "dflt");
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].target.host, "10.0.0.1");
+  EXPECT_EQ(t[0].target.token, "a");
+  EXPECT_EQ(t[1].target.port, 6666);
+  EXPECT_EQ(t[1].target.token, "b");
+  EXPECT_EQ(t[2].name, "10.0.0.3:7777");
+  EXPECT_EQ(t[2].target.token, "dflt");
+  EXPECT_EQ(parse_targets({"127.0.0.1:1", "--token=x"}).size(), 1u);
+  try {
+    parse_targets({"10.0.0.1:5555", "no-such-dir"});
+    ADD_FAILURE() << "a bad second target was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'no-such-dir' is neither a run directory nor HOST:PORT"), std::string::npos)
+        << e.what();
+  }
+}

@@ -162,6 +162,46 @@ std::vector<RunDir> find_runs(const std::vector<std::string>& paths) {
   return all;
 }
 
+std::vector<NamedTarget> parse_targets(const std::vector<std::string>& words, const std::string& token) {
+  // Split into targets: a word starts one unless it belongs to the previous
+  // (--token and its value, the runner's "monitor:" and program name).
+  std::vector<std::vector<std::string>> groups;
+  bool lead_in = false;  // "monitor:" / "gantry-monitor" seen: the next word joins them
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    const bool joins = !groups.empty() && (lead_in || w == "--token" || w.rfind("--token=", 0) == 0);
+    if (!joins) groups.emplace_back();
+    groups.back().push_back(w);
+    if (w == "--token" && i + 1 < words.size()) groups.back().push_back(words[++i]);
+    lead_in = w == "monitor:" || w == "gantry-monitor" || w == "gantry-view";
+  }
+  std::vector<NamedTarget> out;
+  std::vector<std::string> dirs;
+  for (const auto& g : groups) {
+    std::error_code ec;
+    if (g.size() == 1 && fs::is_directory(g[0], ec)) {
+      dirs.push_back(g[0]);
+      continue;
+    }
+    std::string text;
+    for (const auto& w : g) text += (text.empty() ? "" : " ") + w;
+    Target t = parse_target(text, token);
+    out.push_back({t.describe(), t});
+  }
+  if (!dirs.empty()) {
+    std::vector<NamedTarget> found;
+    for (const auto& r : find_runs(dirs)) {
+      Target t;
+      t.is_dir = true;
+      t.dir = r.dir;
+      found.push_back({r.name, t});
+    }
+    out.insert(out.begin(), found.begin(), found.end());
+  }
+  if (out.empty()) throw std::invalid_argument("nothing to open: give HOST:PORT or a run directory");
+  return out;
+}
+
 std::unique_ptr<Source> open_source(const Target& target, uint64_t last_seq) {
   if (target.is_dir) return std::make_unique<LogSource>(target.dir, last_seq);
   return std::make_unique<StreamClient>(target.host, target.port, target.token, last_seq);

@@ -75,6 +75,18 @@ struct RunDir {
 /// path that is not a directory or holds no run.
 std::vector<RunDir> find_runs(const std::vector<std::string>& paths);
 
+/// What a command line names, each to watch: directories (every run under
+/// them, as find_runs) and live targets ("HOST:PORT [--token T]", the
+/// runner's line), in any mix and number: a word that is neither a token nor
+/// part of the runner's line starts the next target. `token` (--token before
+/// any target) fills a live target's missing one. Names: the run's
+/// (find_runs) or HOST:PORT. Throws std::invalid_argument naming the bad word.
+struct NamedTarget {
+  std::string name;
+  Target target;
+};
+std::vector<NamedTarget> parse_targets(const std::vector<std::string>& words, const std::string& token = "");
+
 /// Opens the source for a target: a StreamClient or a LogSource. `last_seq`:
 /// what the caller already has.
 std::unique_ptr<Source> open_source(const Target& target, uint64_t last_seq = 0);

@@ -8,7 +8,6 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
-#include <QFileInfo>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
@@ -49,19 +48,15 @@ int main(int argc, char** argv) {
   const QString text = cli.positionalArguments().join(' ');
   if (!text.isEmpty()) {
     try {
-      // Directories: every run under them (an experiment, a sweep, several runs), overlaid.
-      std::vector<std::string> dirs;
-      for (const QString& a : cli.positionalArguments())
-        if (QFileInfo(a).isDir()) dirs.push_back(a.toStdString());
-      const auto found = dirs.size() == static_cast<size_t>(cli.positionalArguments().size())
-                             ? gantry::client::find_runs(dirs)
-                             : std::vector<gantry::client::RunDir>{};
-      if (found.size() > 1)
-        window.open_runs(found, text);
+      // Every run named: directories (an experiment, a sweep, several runs)
+      // and live targets; several are overlaid.
+      std::vector<std::string> words;
+      for (const QString& a : cli.positionalArguments()) words.push_back(a.toStdString());
+      const auto named = gantry::client::parse_targets(words, cli.value("token").toStdString());
+      if (named.size() > 1)
+        window.open_runs(named, text);
       else
-        window.open(gantry::client::parse_target(found.size() == 1 ? found[0].dir : text.toStdString(),
-                                                 cli.value("token").toStdString()),
-                    text + (cli.isSet("token") ? " --token " + cli.value("token") : QString()));
+        window.open(named[0].target, text + (cli.isSet("token") ? " --token " + cli.value("token") : QString()));
     } catch (const std::invalid_argument& e) {
       std::fprintf(stderr, "gantry-monitor: %s\n", e.what());
       return 2;

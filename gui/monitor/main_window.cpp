@@ -124,17 +124,25 @@ void MainWindow::open(const client::Target& target, const QString& remember) {
 }
 
 void MainWindow::open_runs(const std::vector<client::RunDir>& found, const QString& remember) {
-  std::vector<MonitoredRun> runs;
+  std::vector<client::NamedTarget> named;
   for (const auto& f : found) {
     client::Target t;
     t.is_dir = true;
     t.dir = f.dir;
+    named.push_back({f.name, t});
+  }
+  open_runs(named, remember);
+}
+
+void MainWindow::open_runs(const std::vector<client::NamedTarget>& named, const QString& remember) {
+  std::vector<MonitoredRun> runs;
+  for (const auto& n : named) {
     MonitoredRun r;
-    r.name = f.name;
-    r.source = client::open_source(t);
+    r.name = n.name;
+    r.source = client::open_source(n.target);
     runs.push_back(std::move(r));
   }
-  watch(std::move(runs), QString("%1 runs: %2").arg(found.size()).arg(remember));
+  watch(std::move(runs), QString("%1 runs: %2").arg(named.size()).arg(remember));
   this->remember(remember);
 }
 

@@ -15,7 +15,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -66,7 +65,8 @@ int main(int argc, char** argv) {
   double timeout_s = 120;
   bool verbose = false;
   app.add_option("target", target_words,
-                 "HOST:PORT, the runner's 'monitor:' line, or directories: runs, an experiment, a sweep")
+                 "HOST:PORT [--token T] (or the runner's 'monitor:' line) and/or directories (runs, an "
+                 "experiment, a sweep): several are overlaid")
       ->required();
   app.add_option("--token", token, "the run's token (printed by the runner, and in RUN_DIR/monitor.txt)");
   app.add_option("--screenshot", screenshot, "save the window as PNG once the run has ended, then exit");
@@ -77,39 +77,25 @@ int main(int argc, char** argv) {
   app.add_option("--hide", hide, "start with these runs' lines hidden (their names in the runs table)");
   CLI11_PARSE(app, argc, argv);
 
-  // Directories: every run under them (an experiment, a sweep, several
-  // runs), overlaid. Else one target: HOST:PORT or the runner's line.
+  // Every run named: directories (an experiment, a sweep, several runs) and
+  // live targets, overlaid when there are several.
   std::string text;
   for (const auto& w : target_words) text += (text.empty() ? "" : " ") + w;
-  bool all_dirs = true;
-  for (const auto& w : target_words) all_dirs = all_dirs && std::filesystem::is_directory(w);
   std::vector<gantry::view::ViewRun> runs;
   std::string title;
   try {
-    if (all_dirs) {
-      for (auto& found : gantry::client::find_runs(target_words)) {
-        gantry::client::Target t;
-        t.is_dir = true;
-        t.dir = found.dir;
-        gantry::view::ViewRun r;
-        r.name = found.name;
-        r.source = gantry::client::open_source(t);
-        runs.push_back(std::move(r));
-      }
-      title = runs.size() == 1 ? runs[0].name : std::to_string(runs.size()) + " runs: " + text;
-      for (const auto& h : hide) {
-        bool known = false;
-        for (auto& r : runs)
-          if (r.name == h) r.visible = false, known = true;
-        if (!known) throw std::invalid_argument("--hide " + h + ": no such run (" + std::to_string(runs.size()) + " found)");
-      }
-    } else {
-      const gantry::client::Target target = gantry::client::parse_target(text, token);
+    for (auto& named : gantry::client::parse_targets(target_words, token)) {
       gantry::view::ViewRun r;
-      r.name = target.describe();
-      r.source = gantry::client::open_source(target);
+      r.name = named.name;
+      r.source = gantry::client::open_source(named.target);
       runs.push_back(std::move(r));
-      title = target.describe();
+    }
+    title = runs.size() == 1 ? runs[0].name : std::to_string(runs.size()) + " runs: " + text;
+    for (const auto& h : hide) {
+      bool known = false;
+      for (auto& r : runs)
+        if (r.name == h) r.visible = false, known = true;
+      if (!known) throw std::invalid_argument("--hide " + h + ": no such run (" + std::to_string(runs.size()) + " found)");
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "gantry-view: %s\n", e.what());

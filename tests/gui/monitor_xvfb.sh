@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gantry-monitor as a user runs it, on a real X server (Xvfb, started here by
 # start_xvfb and stopped with the script): a live run watched through the exact line the
-# runner printed, then the finished run opened from its directory, then a
+# runner printed, then the finished run opened from its directory, three runs
+# of a sweep overlaid, then a
 # mistyped target. Each view is grabbed to a PNG (left in WORK_DIR).
 #   monitor_xvfb.sh GANTRY GANTRY_MONITOR CONFIG WORK_DIR
 set -uo pipefail
@@ -30,7 +31,18 @@ x "$monitor" runs/gan_fashion_mnist/latest --screenshot offline.png --size 1280x
 echo "offline: screenshot offline.png ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
 [[ $(stat -c %s offline.png) -gt 20000 ]] || fail "offline.png is suspiciously small"
 
-# 3. A mistyped target: one clear line, exit 2, no window needed.
+# 3. Three runs of a sweep, opened as its directory, overlaid: each run's
+# colour in the charts (blue, orange, green), and the Runs table.
+"$gantry" sweep "$config" system.lr=1e-4,2e-4,4e-4 trainer.max_steps=60 trainer.log_every_n_steps=5 \
+  trainer.image_every_n_steps=30 trainer.threads=1 trainer.progress=none monitor.enabled=false > sweep.log 2>&1 \
+  || fail "gantry sweep failed: $(tail -n 5 sweep.log)"
+x "$monitor" runs/gan_fashion_mnist/sweep --screenshot multi.png --size 1280x800 --timeout 60 > multi.log 2>&1 \
+  || fail "gantry-monitor (3 runs) failed: $(cat multi.log)"
+read -r blue orange green < <(png_check colours multi.png 1f77b4 ff7f0e 2ca02c) || fail "multi.png unreadable"
+((blue > 300 && orange > 300 && green > 300)) || fail "multi.png: a run's lines are missing ($blue $orange $green pixels)"
+echo "3 runs overlaid: $blue / $orange / $green pixels of their colours"
+
+# 4. A mistyped target: one clear line, exit 2, no window needed.
 out=$(x "$monitor" "localhost:99999" 2>&1); rc=$?
 [[ $rc -eq 2 ]] || fail "a bad port exited $rc: $out"
 grep -q "is not a port" <<<"$out" || fail "unclear message: $out"
