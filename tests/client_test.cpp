@@ -243,3 +243,18 @@ TEST(Runs, SeveralTargetsOnOneCommandLine) {
         << e.what();
   }
 }
+
+TEST(Chart, TheRunsTablesColumns) {
+  Runs r = three_runs();
+  r.a["lr-g"] = line({{0, 1e-4}});
+  r.a["quality_seconds"] = line({{0, 2.0}});
+  RunsTableModel model;
+  const std::string ca = "system:\n  lr: 0.1\n", cb = "system:\n  lr: 0.2\n";
+  const RunsTable& t = model.update(r.runs(), {ca, cb, ""});
+  EXPECT_EQ(t.metrics, (std::vector<std::string>{"d_loss", "g_loss", "quality_fd"})) << "not lr-* or *_seconds";
+  EXPECT_TRUE(t.keys.empty()) << "run c has not sent its config yet";
+  model.update(r.runs(), {ca, cb, ca});
+  EXPECT_EQ(model.table().keys, std::vector<std::string>{"system.lr"});
+  EXPECT_EQ(model.table().values.at("system.lr"), (std::vector<std::string>{"0.1", "0.2", "0.1"}));
+  EXPECT_EQ(model.update(r.runs(), {ca, cb, ca}, 2).metrics, (std::vector<std::string>{"d_loss", "g_loss"}));
+}

@@ -191,4 +191,24 @@ std::vector<std::string> differing_keys(const std::vector<std::string>& config_y
   return out;
 }
 
+const RunsTable& RunsTableModel::update(const std::vector<ChartRun>& runs, const std::vector<std::string>& configs,
+                                        size_t most) {
+  size_t known = 0;
+  for (const auto& c : configs) known += c.empty() ? 0 : 1;
+  if (known != configs_seen_) {
+    configs_seen_ = known;
+    table_.values.clear();
+    table_.keys = known == configs.size() ? differing_keys(configs, &table_.values) : std::vector<std::string>{};
+  }
+  std::set<std::string> names;
+  for (const auto& r : runs)
+    if (r.series)
+      for (const auto& [name, s] : *r.series)
+        if (name.rfind("lr-", 0) != 0 && !(name.size() > 8 && name.compare(name.size() - 8, 8, "_seconds") == 0))
+          names.insert(name);
+  table_.metrics.assign(names.begin(), names.end());
+  if (table_.metrics.size() > most) table_.metrics.resize(most);
+  return table_;
+}
+
 }  // namespace gantry::client

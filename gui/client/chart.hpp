@@ -94,4 +94,28 @@ class ChartModel {
 std::vector<std::string> differing_keys(const std::vector<std::string>& config_yamls,
                                         std::map<std::string, std::vector<std::string>>* values = nullptr);
 
+/// The columns of the runs table both GUIs show beside an overlay: the
+/// metrics worth a column (those any run logs, not `lr-*` or `*_seconds`, by
+/// name, at most `most`) and the config keys that differ between the runs
+/// (differing_keys; none until every run has sent its config).
+struct RunsTable {
+  std::vector<std::string> metrics;
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<std::string>> values;  ///< key -> its value per run
+};
+
+/// RunsTable kept up to date frame by frame: the configs are parsed again
+/// only when the number of known ones changes.
+class RunsTableModel {
+ public:
+  /// `configs`: each run's resolved config YAML ("" while unknown), as `runs`.
+  const RunsTable& update(const std::vector<ChartRun>& runs, const std::vector<std::string>& configs,
+                          size_t most = 4);
+  const RunsTable& table() const { return table_; }
+
+ private:
+  RunsTable table_;
+  size_t configs_seen_ = ~size_t(0);
+};
+
 }  // namespace gantry::client

@@ -4,7 +4,6 @@
 #include <QSignalBlocker>
 #include <QTableWidget>
 #include <QVBoxLayout>
-#include <set>
 
 #include "chart.hpp"
 
@@ -30,31 +29,20 @@ RunsView::RunsView(QWidget* parent) : QWidget(parent) {
 
 void RunsView::refresh(const std::vector<MonitoredRun>& runs) {
   const QSignalBlocker block(table_);
-  // The keys that tell the runs apart, once every run has sent its config.
-  size_t with_config = 0;
-  for (const auto& r : runs) with_config += r.state.info() ? 1 : 0;
-  bool relayout = static_cast<size_t>(table_->rowCount()) != runs.size();
-  if (with_config != configs_seen_) {
-    configs_seen_ = with_config;
-    std::vector<std::string> yamls;
-    for (const auto& r : runs) yamls.push_back(r.state.info() ? r.state.info()->config_yaml : "");
-    values_.clear();
-    keys_ = with_config == runs.size() ? client::differing_keys(yamls, &values_) : std::vector<std::string>{};
-    relayout = true;
+  std::vector<client::ChartRun> chart_runs;
+  std::vector<std::string> configs;
+  for (const auto& r : runs) {
+    chart_runs.push_back({r.name, &r.state.series(), r.visible});
+    configs.push_back(r.state.info() ? r.state.info()->config_yaml : "");
   }
-  // The metrics the runs log (not lrs or timings), at most 4 columns.
-  std::set<std::string> names;
-  for (const auto& r : runs)
-    for (const auto& [name, s] : r.state.series())
-      if (name.rfind("lr-", 0) != 0 && !(name.size() > 8 && name.compare(name.size() - 8, 8, "_seconds") == 0))
-        names.insert(name);
-  std::vector<std::string> metrics(names.begin(), names.end());
-  if (metrics.size() > 4) metrics.resize(4);
-  if (metrics != metrics_) metrics_ = metrics, relayout = true;
+  const std::vector<std::string> before_metrics = model_.table().metrics, before_keys = model_.table().keys;
+  const client::RunsTable& t = model_.update(chart_runs, configs);
+  const bool relayout = static_cast<size_t>(table_->rowCount()) != runs.size() || t.metrics != before_metrics ||
+                        t.keys != before_keys;
   if (relayout) {
     QStringList headers{"show", "run", "status", "step"};
-    for (const auto& m : metrics_) headers << QString::fromStdString(m);
-    for (const auto& k : keys_) headers << QString::fromStdString(k);
+    for (const auto& m : t.metrics) headers << QString::fromStdString(m);
+    for (const auto& k : t.keys) headers << QString::fromStdString(k);
     table_->setColumnCount(static_cast<int>(headers.size()));
     table_->setHorizontalHeaderLabels(headers);
     table_->setRowCount(static_cast<int>(runs.size()));
@@ -80,12 +68,12 @@ void RunsView::refresh(const std::vector<MonitoredRun>& runs) {
     set(row, 2, client::to_string(r.state.status()));
     set(row, 3, QString::number(r.state.latest_step()));
     int col = 4;
-    for (const auto& m : metrics_) {
+    for (const auto& m : t.metrics) {
       const auto it = r.state.series().find(m);
       set(row, col++, it != r.state.series().end() && it->second.size() ? QString::number(it->second.values.back(), 'g', 4)
                                                                         : QString());
     }
-    for (const auto& k : keys_) set(row, col++, QString::fromStdString(values_[k][i]));
+    for (const auto& k : t.keys) set(row, col++, QString::fromStdString(t.values.at(k)[i]));
   }
   if (relayout) table_->resizeColumnsToContents();
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "chart.hpp"
 #include "run_state.hpp"
 #include "source.hpp"
 
@@ -34,7 +35,7 @@ class RunsView : public QWidget {
   void refresh(const std::vector<MonitoredRun>& runs);
   QTableWidget* table() const { return table_; }
   /// The config keys shown as columns (those that differ).
-  const std::vector<std::string>& differing_keys() const { return keys_; }
+  const std::vector<std::string>& differing_keys() const { return model_.table().keys; }
 
  signals:
   void visibility_changed(int run, bool visible);
@@ -42,10 +43,7 @@ class RunsView : public QWidget {
 
  private:
   QTableWidget* table_;
-  std::vector<std::string> keys_;
-  std::map<std::string, std::vector<std::string>> values_;
-  std::vector<std::string> metrics_;
-  size_t configs_seen_ = ~size_t(0);
+  client::RunsTableModel model_;  // the metric and config-key columns
 };
 
 }  // namespace gantry::monitor

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <set>
 
 namespace gantry::view {
 
@@ -75,7 +74,7 @@ void Viewer::draw(std::vector<ViewRun>& runs) {
 
   ImGui::BeginChild("ranks", ImVec2(left_w, 0), true);
   if (several)
-    draw_runs(runs);
+    draw_runs(runs, chart_runs);
   else
     draw_ranks(state);
   ImGui::EndChild();
@@ -86,26 +85,13 @@ void Viewer::draw(std::vector<ViewRun>& runs) {
   ImGui::End();
 }
 
-void Viewer::draw_runs(std::vector<ViewRun>& runs) {
-  // The config keys that tell the runs apart, once every run has said its config.
-  size_t with_config = 0;
-  for (const auto& r : runs) with_config += r.state.info() ? 1 : 0;
-  if (with_config != configs_seen_) {
-    configs_seen_ = with_config;
-    std::vector<std::string> yamls;
-    for (const auto& r : runs) yamls.push_back(r.state.info() ? r.state.info()->config_yaml : "");
-    differing_values_.clear();
-    differing_ = with_config == runs.size() ? client::differing_keys(yamls, &differing_values_) : std::vector<std::string>{};
-  }
-  // Final values of the metrics the runs log (not lrs or timings), at most 4.
-  std::set<std::string> metric_set;
-  for (const auto& r : runs)
-    for (const auto& [name, s] : r.state.series())
-      if (name.rfind("lr-", 0) != 0 && !(name.size() > 8 && name.compare(name.size() - 8, 8, "_seconds") == 0))
-        metric_set.insert(name);
-  std::vector<std::string> metrics(metric_set.begin(), metric_set.end());
-  if (metrics.size() > 4) metrics.resize(4);
-  const int columns = 4 + static_cast<int>(metrics.size() + differing_.size());
+void Viewer::draw_runs(std::vector<ViewRun>& runs, const std::vector<client::ChartRun>& chart_runs) {
+  std::vector<std::string> configs;
+  for (const auto& r : runs) configs.push_back(r.state.info() ? r.state.info()->config_yaml : "");
+  const client::RunsTable& t = table_.update(chart_runs, configs);
+  const std::vector<std::string>& metrics = t.metrics;
+  const std::vector<std::string>& keys = t.keys;
+  const int columns = 4 + static_cast<int>(metrics.size() + keys.size());
   if (!ImGui::BeginTable("runs", columns,
                          ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY |
                              ImGuiTableFlags_ScrollX))
@@ -115,7 +101,7 @@ void Viewer::draw_runs(std::vector<ViewRun>& runs) {
   ImGui::TableSetupColumn("status", ImGuiTableColumnFlags_WidthFixed);
   ImGui::TableSetupColumn("step", ImGuiTableColumnFlags_WidthFixed);
   for (const auto& m : metrics) ImGui::TableSetupColumn(m.c_str());
-  for (const auto& k : differing_) ImGui::TableSetupColumn(k.c_str());
+  for (const auto& k : keys) ImGui::TableSetupColumn(k.c_str());
   ImGui::TableSetupScrollFreeze(2, 1);
   ImGui::TableHeadersRow();
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -141,9 +127,9 @@ void Viewer::draw_runs(std::vector<ViewRun>& runs) {
       const auto it = r.state.series().find(m);
       if (it != r.state.series().end() && it->second.size()) ImGui::Text("%.4g", it->second.values.back());
     }
-    for (const auto& k : differing_) {
+    for (const auto& k : keys) {
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(differing_values_[k][i].c_str());
+      ImGui::TextUnformatted(t.values.at(k)[i].c_str());
     }
     ImGui::PopID();
   }

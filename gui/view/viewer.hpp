@@ -40,7 +40,7 @@ class Viewer {
   void draw(std::vector<ViewRun>& runs);
 
  private:
-  void draw_runs(std::vector<ViewRun>& runs);
+  void draw_runs(std::vector<ViewRun>& runs, const std::vector<client::ChartRun>& chart_runs);
   void draw_status(const client::RunState& state, const client::SourceStatus& source);
   void draw_chart(const std::vector<client::ChartRun>& runs, const std::string& group, float height);
   void draw_image(const client::RunState& state);
@@ -59,9 +59,7 @@ class Viewer {
   uint64_t texture_key_ = 0;  // (state's images count) when uploaded: a resume may replace grids
   unsigned texture_ = 0;
   int tex_w_ = 0, tex_h_ = 0;
-  size_t configs_seen_ = ~size_t(0);  // runs with a config when the differing keys were computed
-  std::vector<std::string> differing_;
-  std::map<std::string, std::vector<std::string>> differing_values_;
+  client::RunsTableModel table_;  // the runs table's metric and config-key columns
   client::ChartModel charts_;  // ranges, ticks, decimated lines, read-out (gui/client/chart.hpp)
 };
 
