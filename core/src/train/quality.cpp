@@ -131,7 +131,8 @@ FeatureModel::FeatureModel(const std::string& where, torch::Device device, const
   } else if (fs::exists(where, ec)) {
     checkpoint_ = where;
   } else {
-    throw Error(key + ": " + where + " does not exist (a classifier checkpoint, run or experiment directory)");
+    throw Error(key + ": " + where + " does not exist (train the classifier first: gantry train "
+                "configs/classifier_fashion_mnist.yaml; or name a classifier checkpoint, run or experiment directory)");
   }
   const CheckpointMeta meta = read_checkpoint_meta(checkpoint_);
   const ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint_ + " (config)");
