@@ -33,6 +33,7 @@
 #include "data/image_grid.hpp"
 #include "plugin/plugin_loader.hpp"
 #include "runtime/runtime.hpp"
+#include "train/quality.hpp"
 #include "train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -251,6 +252,12 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
     samples = train.size();
   }
   check_writable_dir(cfg.trainer.out_dir, cfg.where("trainer.out_dir") + ": trainer.out_dir");
+  if (cfg.metrics.quality_every_n_steps > 0) {  // the classifier loads and embeds this plugin's samples' shape
+    const FeatureModel fm(cfg.metrics.quality_classifier, torch::kCPU,
+                          cfg.where("metrics.quality_classifier") + ": metrics.quality_classifier");
+    fm.check_shape(exp.plugin->manifest().name, spec.shape);
+    std::printf("quality score: plugin %s from %s\n", fm.plugin_name().c_str(), fm.checkpoint().c_str());
+  }
   if (!cfg.trainer.resume.empty() && cfg.trainer.resume != "auto") {
     const CheckpointMeta meta = read_checkpoint_meta(cfg.trainer.resume);
     if (meta.plugin != exp.plugin->manifest().name)

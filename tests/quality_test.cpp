@@ -225,6 +225,14 @@ TEST(Quality, AMissingOrUnfitClassifierIsOneLineNamingIt) {
       << r.err;
   EXPECT_NE(r.err.find("embeds images [1, 28, 28]"), std::string::npos) << r.err;
 
+  // gantry validate loads the classifier and checks the shape too, training nothing.
+  r = run_gantry("validate '" + kQualityConfig + "' metrics.quality_classifier=" + trained_classifier(), dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("quality score: plugin classifier from "), std::string::npos) << r.out;
+  r = run_gantry("validate '" + kQualityConfig + "' system.height=32 system.width=32 data.format=image_folder data.path=" +
+                     images.string() + " metrics.quality_classifier=" + trained_classifier(),
+                 dir.path());
+  EXPECT_NE(r.err.find("plugin gan generates [1, 32, 32] samples, plugin classifier"), std::string::npos) << r.err;
   r = run_gantry("validate '" + kQualityConfig + "' metrics.quality_classifier=", dir.path());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("metrics.quality_classifier must be a classifier checkpoint or run directory"),

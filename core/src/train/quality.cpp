@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "config/errors.hpp"
 #include "config/files.hpp"
@@ -153,6 +154,14 @@ FeatureModel::FeatureModel(const std::string& where, torch::Device device, const
     m.module->eval();
   }
   spec_ = exp_.system->data_spec();
+}
+
+void FeatureModel::check_shape(const std::string& generator_plugin, const std::vector<int64_t>& shape) const {
+  if (shape.empty() || spec_.shape.empty() || shape == spec_.shape) return;
+  std::ostringstream s;
+  s << key_ << ": plugin " << generator_plugin << " generates " << c10::IntArrayRef(shape) << " samples, plugin "
+    << plugin_name() << " (" << checkpoint_ << ") embeds images " << c10::IntArrayRef(spec_.shape);
+  throw ConfigError(s.str());
 }
 
 void FeatureModel::embed(const torch::Tensor& x, FeatureStats& stats) {

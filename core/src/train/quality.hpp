@@ -75,6 +75,9 @@ class GANTRY_CORE_EXPORT FeatureModel {
   const std::string& plugin_name() const { return exp_.plugin->manifest().name; }
   const DataSpec& spec() const { return spec_; }
 
+  /// Throws ConfigError (naming the key) when a generator's sample shape
+  /// (its DataSpec's; empty: unknown, not checked) is not what this embeds.
+  void check_shape(const std::string& generator_plugin, const std::vector<int64_t>& shape) const;
   /// Embeds images [N, C, H, W] whose pixels span [low, high] (mapped to the
   /// classifier's range), `batch_size` at a time, into `stats`.
   void add(const torch::Tensor& images, double low, double high, FeatureStats& stats, int64_t batch_size);

@@ -13,9 +13,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <sstream>
-
-#include "config/errors.hpp"
 
 #include "train/callback.hpp"
 #include "train/ema.hpp"
@@ -32,16 +29,7 @@ class QualityCallback final : public Callback {
       : opt_(fit.cfg().metrics),
         features_(opt_.quality_classifier, fit.accel.device(),
                   fit.cfg().where("metrics.quality_classifier") + ": metrics.quality_classifier") {
-    const auto& mine = fit.model.spec().shape;
-    const auto& theirs = features_.spec().shape;
-    if (!mine.empty() && !theirs.empty() && mine != theirs) {
-      std::ostringstream s;
-      s << fit.cfg().where("metrics.quality_classifier") << ": metrics.quality_classifier: plugin "
-        << fit.model.plugin_name() << " generates "
-        << c10::IntArrayRef(mine) << " samples, plugin " << features_.plugin_name() << " ("
-        << features_.checkpoint() << ") embeds images " << c10::IntArrayRef(theirs);
-      throw ConfigError(s.str());
-    }
+    features_.check_shape(fit.model.plugin_name(), fit.model.spec().shape);
     if (!fit.accel.is_zero()) return;
     std::string note;
     real_ = features_.real_stats(opt_.quality_batch_size, &note);
