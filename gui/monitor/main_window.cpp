@@ -154,9 +154,9 @@ void MainWindow::watch(std::vector<MonitoredRun> runs, const QString& title) {
   banner_->hide();
   images_->forget();
   events_->forget();
+  scalars_->reset();
   runs_dock_->setVisible(runs_.size() > 1);
   if (runs_.size() > 1) runs_dock_->raise();
-  scalars_->mark_dirty();
   setWindowTitle("gantry-monitor: " + title);
   tick();
 }

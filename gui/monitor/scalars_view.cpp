@@ -74,6 +74,16 @@ ChartOptions ScalarsView::options() const {
 
 void ScalarsView::set_smoothing(double weight) { smoothing_->setValue(static_cast<int>(weight * 1000 + 0.5)); }
 
+void ScalarsView::reset() {
+  for (auto& [g, panel] : panels_) {
+    charts_->removeWidget(panel);
+    panel->deleteLater();
+  }
+  panels_.clear();
+  readout_->setText(" ");
+  dirty_ = true;
+}
+
 void ScalarsView::refresh(const client::RunState& state) {
   refresh({{"run", &state.series(), true, state.info() ? state.info()->start_time : 0}}, state.version());
 }

@@ -30,6 +30,9 @@ class ScalarsView : public QWidget {
   void refresh(const std::vector<client::ChartRun>& runs, uint64_t version);
   /// Redraw at the next refresh (a run shown or hidden).
   void mark_dirty() { dirty_ = true; }
+  /// Other runs are watched from now on: the charts (and their decimation
+  /// and smoothing state) are made anew at the next refresh.
+  void reset();
   ChartOptions options() const;
   void set_smoothing(double weight);
   std::map<QString, ChartPanel*>& panels() { return panels_; }

@@ -10,6 +10,7 @@
 #include <QFile>
 #include <QImage>
 #include <QLabel>
+#include <QLineSeries>
 #include <QProcess>
 #include <QSet>
 #include <QSlider>
@@ -102,6 +103,7 @@ class MonitorTest : public QObject {
   void silentRankIsHighlighted();
   void screenshotOfARealRun();
   void threeRunsOverlaidAndOneToggledOff();
+  void openingAnotherRunRedrawsFromScratch();
 };
 
 void MonitorTest::decimationKeepsEveryColumnsExtremes() {
@@ -551,4 +553,46 @@ void MonitorTest::threeRunsOverlaidAndOneToggledOff() {
   QCOMPARE(w.run()->field("name"), QString("lr=2e-4"));  // the Run view shows the selected run
   QCOMPARE(w.images()->current_step(), int64_t(20));  // lr=2e-4's own grid
   QCOMPARE(w.events()->table()->rowCount(), int(w.state().events().size()));
+}
+
+// Opening another run in the same window: its chart is drawn as a fresh
+// window draws it (no decimation or smoothing state kept from the first run,
+// whose series had the same names and generation).
+void MonitorTest::openingAnotherRunRedrawsFromScratch() {
+  QTemporaryDir a, b;
+  auto write = [](const QString& dir, int n, double scale) {
+    wire::RecordWriter log((dir + "/stream.gantrylog").toStdString());
+    wire::RunInfo info;
+    info.name = "run";
+    info.start_time = 1.7e9;
+    log.append(wire::encode({1, info}));
+    for (int i = 0; i < n; ++i)
+      log.append(wire::encode(scalars(uint64_t(i) + 2, i, scale * std::sin(i * 0.1), scale * std::cos(i * 0.37))));
+    log.append(wire::encode({uint64_t(n) + 2, wire::Event{"finished", n, 1.7e9 + n, ""}}));
+  };
+  write(a.path(), 2000, 1.0);  // the first run shorter: its blocks would cover part of the second
+  write(b.path(), 3000, 5.0);
+  auto points = [](monitor::MainWindow& w) {
+    QList<QPointF> all;
+    for (auto* s : w.scalars()->panels().at("loss")->chart()->series())
+      all += static_cast<QLineSeries*>(s)->points();
+    return all;
+  };
+  monitor::MainWindow reused, fresh;
+  reused.resize(1000, 700);
+  fresh.resize(1000, 700);
+  reused.show();
+  fresh.show();
+  reused.open(client::parse_target(a.path().toStdString()), a.path());
+  QTRY_COMPARE_WITH_TIMEOUT(reused.state().status(), client::RunStatus::kFinished, 5000);
+  reused.tick();
+  reused.open(client::parse_target(b.path().toStdString()), b.path());
+  fresh.open(client::parse_target(b.path().toStdString()), b.path());
+  QTRY_COMPARE_WITH_TIMEOUT(reused.state().status(), client::RunStatus::kFinished, 5000);
+  QTRY_COMPARE_WITH_TIMEOUT(fresh.state().status(), client::RunStatus::kFinished, 5000);
+  QTest::qWait(200);
+  reused.tick();
+  fresh.tick();
+  QVERIFY(!points(fresh).isEmpty());
+  QCOMPARE(points(reused), points(fresh));
 }
