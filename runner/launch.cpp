@@ -98,6 +98,15 @@ std::string describe_status(int code) {
 
 }  // namespace
 
+void exec_train(const std::string& gantry_exe, const std::string& config, const std::vector<std::string>& args) {
+  std::vector<std::string> all{gantry_exe, "train", config};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(gantry_exe.c_str(), argv.data());
+}
+
 int launch(int n, const std::string& config, std::vector<std::string> overrides,
            const LaunchOptions& opt) {
   bool has_devices = false;
@@ -139,12 +148,7 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
       ::setenv("GROUP_RANK", "0", 1);
       ::setenv("MASTER_ADDR", addr.c_str(), 1);
       ::setenv("MASTER_PORT", port.c_str(), 1);
-      std::vector<std::string> args = {"gantry", "train", config};
-      args.insert(args.end(), overrides.begin(), overrides.end());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(opt.gantry_exe.c_str(), argv.data());
+      exec_train(opt.gantry_exe, config, overrides);
       std::fprintf(stderr, "gantry launch: cannot run %s: %s\n", opt.gantry_exe.c_str(), std::strerror(errno));
       ::_exit(127);
     }

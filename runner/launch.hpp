@@ -17,4 +17,8 @@ struct LaunchOptions {
 int launch(int n, const std::string& config, std::vector<std::string> overrides,
            const LaunchOptions& opt);
 
+/// Becomes `gantry train CONFIG ARGS...` (execv of `gantry_exe`); returns
+/// only when that failed (errno says why).
+void exec_train(const std::string& gantry_exe, const std::string& config, const std::vector<std::string>& args);
+
 }  // namespace gantry

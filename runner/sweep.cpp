@@ -15,6 +15,8 @@
 // at its next step boundary (each saves a checkpoint) and ends the sweep.
 #include "sweep.hpp"
 
+#include "launch.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -138,12 +140,7 @@ pid_t start_point(const SweepOptions& opt, const std::string& config, const std:
     ::dup2(fd, 2);
   }
   ::setpgid(0, 0);  // the terminal's Ctrl-C reaches the sweep, which forwards it once
-  std::vector<std::string> all{opt.gantry_exe, "train", config};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execv(opt.gantry_exe.c_str(), argv.data());
+  exec_train(opt.gantry_exe, config, args);
   std::fprintf(stderr, "gantry sweep: cannot run %s: %s\n", opt.gantry_exe.c_str(), std::strerror(errno));
   ::_exit(127);
 }
@@ -283,12 +280,7 @@ int run_array_task(const std::string& config, const Grid& g, const SweepOptions&
   fs::create_directories(g.dir, ec);
   std::printf("sweep: array task %ld of %zu: %s\n", k, g.points.size(), p.label.c_str());
   std::fflush(stdout);
-  std::vector<std::string> all{opt.gantry_exe, "train", config};
-  for (auto& a : train_args(g, p)) all.push_back(a);
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execv(opt.gantry_exe.c_str(), argv.data());
+  exec_train(opt.gantry_exe, config, train_args(g, p));
   throw Error("gantry sweep: cannot run " + opt.gantry_exe + ": " + std::strerror(errno));
 }
 
