@@ -4,6 +4,7 @@
 
 
 #include "config/errors.hpp"
+#include "train/checkpoint.hpp"
 #if GANTRY_WITH_CUDA
 #include "dist/cuda.hpp"
 #endif
@@ -31,13 +32,6 @@ bool Accelerator::identical(const std::vector<torch::Tensor>& tensors) const {
 }
 
 namespace {
-
-// The default generator's state of `device` (the CPU's, or a GPU's).
-torch::Tensor generator_state(torch::Device device) {
-  auto gen = at::globalContext().defaultGenerator(device);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
 
 // Tensors on the CPU; gradients through shared memory when every rank is on
 // this host, else Gloo's c10d::Reducer.

@@ -148,6 +148,18 @@ GenericDict hyper_parameters(const std::string& config_yaml) {
 
 }  // namespace
 
+torch::Tensor generator_state(torch::Device device) {
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+void set_generator_state(torch::Device device, const torch::Tensor& state) {
+  auto gen = at::globalContext().defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
+
 void save_checkpoint(const std::string& path, const std::vector<NamedModule>& modules,
                      const std::vector<NamedOptimizer>& optimizers, const TrainState& state,
                      const CheckpointMeta& meta, const std::vector<torch::Tensor>& rng_states,
@@ -171,9 +183,7 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
   }
   c10::Dict<std::string, torch::Tensor> rng;
   if (rng_states.empty()) {
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    rng.insert("torch_cpu", gen.get_state());
+    rng.insert("torch_cpu", generator_state(torch::kCPU));
   } else {
     for (size_t r = 0; r < rng_states.size(); ++r)
       rng.insert(r ? "torch_cpu_rank" + std::to_string(r) : std::string("torch_cpu"), rng_states[r]);
@@ -282,11 +292,7 @@ TrainState load_checkpoint(const std::string& path, const std::string& plugin,
     gen.set_state(rng.contains(mine) ? rng.at(mine).toTensor() : rng.at("torch_cpu").toTensor());
     if (!rng.contains(mine)) gen.set_current_seed(gen.current_seed() + static_cast<uint64_t>(rank));
     const std::string mine_cuda = rank ? "torch_cuda_rank" + std::to_string(rank) : std::string("torch_cuda");
-    if (device.is_cuda() && rng.contains(mine_cuda)) {
-      auto cuda_gen = at::globalContext().defaultGenerator(device);
-      std::lock_guard<std::mutex> cuda_lock(cuda_gen.mutex());
-      cuda_gen.set_state(rng.at(mine_cuda).toTensor());
-    }
+    if (device.is_cuda() && rng.contains(mine_cuda)) set_generator_state(device, rng.at(mine_cuda).toTensor());
   }
   TrainState s;
   s.global_step = get_int(d, "global_step", path);

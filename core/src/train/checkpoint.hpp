@@ -42,6 +42,11 @@ struct CheckpointMeta {
   int64_t global_step = 0;     ///< (read) the step it was saved at
 };
 
+/// The default generator's state of `device` (the CPU's, or a GPU's), and
+/// setting it back: what checkpoints save and a quality score puts back.
+GANTRY_CORE_EXPORT torch::Tensor generator_state(torch::Device device);
+GANTRY_CORE_EXPORT void set_generator_state(torch::Device device, const torch::Tensor& state);
+
 /// Saves modules, optimizers, RNG and `state` to `path` atomically.
 /// `rng_states`: every rank's CPU generator state, by rank; empty: this
 /// process's only (saved as rank 0's). `cuda_rng_states`: every rank's CUDA

@@ -22,26 +22,13 @@ namespace gantry {
 
 // ---- the global generators --------------------------------------------------
 
-namespace {
-torch::Tensor state_of(torch::Device device) {
-  auto gen = at::globalContext().defaultGenerator(device);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-void set_state_of(torch::Device device, const torch::Tensor& state) {
-  auto gen = at::globalContext().defaultGenerator(device);
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_state(state);
-}
-}  // namespace
-
-GlobalRngGuard::GlobalRngGuard(torch::Device device) : device_(device), cpu_(state_of(torch::kCPU)) {
-  if (device_.is_cuda()) device_state_ = state_of(device_);
+GlobalRngGuard::GlobalRngGuard(torch::Device device) : device_(device), cpu_(generator_state(torch::kCPU)) {
+  if (device_.is_cuda()) device_state_ = generator_state(device_);
 }
 
 GlobalRngGuard::~GlobalRngGuard() {
-  set_state_of(torch::kCPU, cpu_);
-  if (device_state_.defined()) set_state_of(device_, device_state_);
+  set_generator_state(torch::kCPU, cpu_);
+  if (device_state_.defined()) set_generator_state(device_, device_state_);
 }
 
 // ---- statistics ---------------------------------------------------------------
@@ -199,11 +186,7 @@ void FeatureModel::add(const torch::Tensor& images, double low, double high, Fea
 }
 
 void FeatureModel::add_pixels(const torch::Tensor& pixels, FeatureStats& stats, int64_t batch_size) {
-  torch::NoGradGuard no_grad;
-  for (int64_t a = 0; a < pixels.size(0); a += batch_size) {
-    const torch::Tensor p = pixels.slice(0, a, std::min(a + batch_size, pixels.size(0)));
-    embed(p.to(device_, torch::kFloat32) * ((spec_.high - spec_.low) / 255.0) + spec_.low, stats);
-  }
+  add(pixels, 0, 255, stats, batch_size);
 }
 
 FeatureStats FeatureModel::real_stats(int64_t batch_size, std::string* note) {
