@@ -53,10 +53,7 @@ int main(int argc, char** argv) {
       std::vector<std::string> words;
       for (const QString& a : cli.positionalArguments()) words.push_back(a.toStdString());
       const auto named = gantry::client::parse_targets(words, cli.value("token").toStdString());
-      if (named.size() > 1)
-        window.open_runs(named, text);
-      else
-        window.open(named[0].target, text + (cli.isSet("token") ? " --token " + cli.value("token") : QString()));
+      window.open(named, text + (cli.isSet("token") ? " --token " + cli.value("token") : QString()));
     } catch (const std::invalid_argument& e) {
       std::fprintf(stderr, "gantry-monitor: %s\n", e.what());
       return 2;

@@ -91,7 +91,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     const QString dir = QFileDialog::getExistingDirectory(this, "Run directory");
     if (dir.isEmpty()) return;
     try {
-      open(client::parse_target(dir.toStdString()), dir);
+      open(client::parse_targets({dir.toStdString()}), dir);  // an experiment or sweep: every run
     } catch (const std::invalid_argument& e) {
       connection_->setText(QString::fromStdString(e.what()));
     }
@@ -116,25 +116,10 @@ MainWindow::~MainWindow() = default;
 QStringList MainWindow::recent() const { return QSettings().value("recent").toStringList(); }
 
 void MainWindow::open(const client::Target& target, const QString& remember) {
-  std::vector<MonitoredRun> runs(1);
-  runs[0].name = target.describe();
-  runs[0].source = client::open_source(target);
-  watch(std::move(runs), QString::fromStdString(target.describe()));
-  this->remember(remember);
+  open({{target.describe(), target}}, remember);
 }
 
-void MainWindow::open_runs(const std::vector<client::RunDir>& found, const QString& remember) {
-  std::vector<client::NamedTarget> named;
-  for (const auto& f : found) {
-    client::Target t;
-    t.is_dir = true;
-    t.dir = f.dir;
-    named.push_back({f.name, t});
-  }
-  open_runs(named, remember);
-}
-
-void MainWindow::open_runs(const std::vector<client::NamedTarget>& named, const QString& remember) {
+void MainWindow::open(const std::vector<client::NamedTarget>& named, const QString& remember) {
   std::vector<MonitoredRun> runs;
   for (const auto& n : named) {
     MonitoredRun r;
@@ -142,7 +127,8 @@ void MainWindow::open_runs(const std::vector<client::NamedTarget>& named, const 
     r.source = client::open_source(n.target);
     runs.push_back(std::move(r));
   }
-  watch(std::move(runs), QString("%1 runs: %2").arg(named.size()).arg(remember));
+  watch(std::move(runs), named.size() == 1 ? QString::fromStdString(named[0].target.describe())
+                                           : QString("%1 runs: %2").arg(named.size()).arg(remember));
   this->remember(remember);
 }
 

@@ -32,9 +32,9 @@ class MainWindow : public QMainWindow {
   /// Watches `target` from now on (a new RunState); `remember` is the text
   /// kept in the recent list.
   void open(const client::Target& target, const QString& remember);
-  /// Watches several runs at once (client::parse_targets), overlaid.
-  void open_runs(const std::vector<client::NamedTarget>& runs, const QString& remember);
-  void open_runs(const std::vector<client::RunDir>& found, const QString& remember);
+  /// Watches the runs a command line names (client::parse_targets): one,
+  /// or several overlaid.
+  void open(const std::vector<client::NamedTarget>& runs, const QString& remember);
   /// Every watched run finished, failed or stopped.
   bool all_ended() const;
   /// Drains the source into the state and redraws what changed (the timer calls it).
