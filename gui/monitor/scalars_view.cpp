@@ -112,9 +112,11 @@ void ScalarsView::refresh(const std::vector<client::ChartRun>& runs, uint64_t ve
     });
   }
   const ChartOptions opt = options();
+  // Cleared before drawing: a plot width changed by the redraw itself (new
+  // axis labels) marks it dirty again, for the next tick to decimate anew.
+  dirty_ = false;
   for (auto& [g, panel] : panels_) panel->redraw(runs, opt);
   drawn_version_ = version;
-  dirty_ = false;
   last_ms_ = static_cast<double>(timer.nsecsElapsed()) / 1e6;
 }
 
