@@ -2,7 +2,7 @@
 # The GPU check (docs/cuda.md): builds the runner, the GAN plugin and the
 # GoogleTest suite against the machine's own torch (with CUDA), runs the
 # *_CUDA tests and the training tests on the GPU, then times the GAN on the GPU:
-# gantry (fp32, bf16-mixed) against the same loop in Python torch (eager, bf16,
+# gantry (fp32, bf16-mixed, each eager and as a CUDA graph) against the same loop in Python torch (eager, bf16,
 # torch.compile) and Lightning, at batch 64 and 1024, in samples/s. Everything
 # goes to $OUT (device_check.md: the table; *.log: each step's output).
 #
@@ -77,7 +77,7 @@ cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DTorch_DIR="$tor
   -DBoost_DIR="$prefix/usr/lib/$arch/cmake/Boost-1.74.0" -Dyaml-cpp_DIR="$prefix/usr/lib/$arch/cmake/yaml-cpp" \
   -DGTest_DIR="$prefix/usr/lib/$arch/cmake/GTest" -DCLI11_DIR="$prefix/usr/share/cmake/CLI11" \
   -DCMAKE_INCLUDE_PATH="$prefix/usr/include" >"$out/configure.log" 2>&1 || die "configure (see configure.log): $(tail -n 3 "$out/configure.log")"
-ninja -C build-device gantry gan tiny gantry_tests >"$out/build.log" 2>&1 || die "build (see build.log): $(grep -m3 error "$out/build.log")"
+ninja -C build-device gantry gan wgan_gp tiny gantry_tests >"$out/build.log" 2>&1 || die "build (see build.log): $(grep -m3 error "$out/build.log")"
 say "built $(build-device/bin/gantry --version | head -1)"
 
 # ---- 3. the tests on the GPU ------------------------------------------------
@@ -98,11 +98,12 @@ table=$out/device_check.md
   echo "| what | batch | samples/s | vs Python eager |"
   echo "|---|---|---|---|"
 } >"$table"
-gantry_rate() {  # BATCH PRECISION -> samples/s
-  local dir=$out/gantry-$1-$2
+gantry_rate() {  # BATCH PRECISION GRAPHS -> samples/s
+  local dir=$out/gantry-$1-$2-graphs-$3
   rm -rf "$dir" && mkdir -p "$dir"
   (cd "$dir" && timeout 120 "$root/build-device/bin/gantry" train "$root/configs/gan_fashion_mnist.yaml" \
-     trainer.accelerator=cuda trainer.precision="$2" data.batch_size="$1" trainer.max_steps=$steps trainer.max_epochs=-1 \
+     trainer.accelerator=cuda trainer.precision="$2" trainer.cuda_graphs="$3" \
+     data.batch_size="$1" trainer.max_steps=$steps trainer.max_epochs=-1 \
      trainer.log_every_n_steps=100 trainer.image_every_n_steps=0 trainer.progress=none monitor.enabled=false \
      >"$dir/train.log" 2>&1) || { echo "failed"; return; }
   local sps; sps=$("$python" "$root/bench/gantry_steps_per_s.py" "$dir"/runs/gan_fashion_mnist/latest/metrics.csv $warmup)
@@ -120,10 +121,14 @@ for b in "${batches[@]}"; do
   row "Python torch, bf16 autocast" "$(py_rate python_gan.py "$b" --precision bf16-mixed)"
   [[ ${GANTRY_DEVICE_QUICK:-0} == 1 ]] || row "Python torch, torch.compile" "$(py_rate python_gan.py "$b" --compile)"
   row "Lightning 32-true" "$(py_rate lightning_gan.py "$b")"
-  row "gantry fp32" "$(gantry_rate "$b" 32)"
-  row "gantry bf16-mixed" "$(gantry_rate "$b" bf16-mixed)"
+  row "gantry fp32" "$(gantry_rate "$b" 32 false)"
+  row "gantry bf16-mixed" "$(gantry_rate "$b" bf16-mixed false)"
+  row "gantry fp32, CUDA graphs" "$(gantry_rate "$b" 32 true)"
+  row "gantry bf16-mixed, CUDA graphs" "$(gantry_rate "$b" bf16-mixed true)"
   say "batch $b timed"
 done
+# Whether the graphed runs captured their step, or fell back and why.
+grep -h "cuda graphs:" "$out"/gantry-*/train.log | sort | uniq -c | tee -a "$out/steps.log"
 cat "$table" | tee -a "$out/steps.log"
 say "done (tests exit $rc)"
 exit $rc

@@ -97,6 +97,90 @@ TEST(FusedAdam, SharesItsStateWithLibTorchsStep) {
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_LT(max_rel_diff(ours[i], ref[i]), 1e-5) << i;
 }
 
+// DeviceAdam: ATen's fused multi-tensor Adam with the step and the lr in
+// tensors (what a CUDA graph can replay), here on the CPU, where LibTorch 2.x
+// has the same kernel: torch::optim::Adam's parameters, state and step counts
+// within float rounding, skipped parameters and an lr changed midway (a
+// schedule's) included; LibTorch's step continues from its state.
+#if TORCH_VERSION_MAJOR >= 2
+TEST(DeviceAdam, MatchesLibTorchAdamWithAScheduleAndContinuesWithIt) {
+  for (double wd : {0.0, 0.01}) {
+    auto ref = make_params(5), ours = clone_params(ref);
+    auto opts = torch::optim::AdamOptions(2e-4).betas({0.5, 0.999}).weight_decay(wd);
+    torch::optim::Adam plain(ref, opts);
+    auto device = std::make_shared<torch::optim::Adam>(ours, opts);
+    ASSERT_EQ(DeviceAdam::why_not(*device), "");
+    DeviceAdam stepper(device);
+    torch::manual_seed(6);
+    for (int step = 0; step < 200; ++step) {
+      if (step == 100)
+        for (auto* o : {&plain, device.get()})
+          static_cast<torch::optim::AdamOptions&>(o->param_groups()[0].options()).lr(5e-5);
+      set_grads(ref, ours, step, step % 7 == 3);
+      plain.step();
+      if (step < 150) stepper.step();
+      else device->step();  // LibTorch's own step takes over from DeviceAdam's state
+    }
+    for (size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_LT(max_rel_diff(ours[i], ref[i]), 1e-4) << "param " << i << ", weight_decay " << wd;
+      EXPECT_GT((ours[i] - make_params(5)[i]).abs().max().item<double>(), 1e-4);  // it moved
+      const auto& s = static_cast<torch::optim::AdamParamState&>(*device->state().at(optimizer_state_key(ours[i])));
+      const auto& r = static_cast<torch::optim::AdamParamState&>(*plain.state().at(optimizer_state_key(ref[i])));
+      EXPECT_EQ(s.step(), r.step()) << "param " << i;
+      EXPECT_LT(max_rel_diff(s.exp_avg_sq(), r.exp_avg_sq()), 1e-4);
+    }
+  }
+}
+
+// The host bookkeeping of a captured step: what a recorded step advanced, a
+// replay advances again, and a failed capture takes back.
+TEST(DeviceAdam, RecordsReplaysAndUndoesHostStepCounts) {
+  auto ps = make_params(7);
+  auto opt = std::make_shared<torch::optim::Adam>(ps, torch::optim::AdamOptions(1e-3));
+  DeviceAdam stepper(opt);
+  auto host_steps = [&] {
+    std::vector<int64_t> out;
+    for (const auto& p : ps) {
+      const auto it = opt->state().find(optimizer_state_key(p));
+      out.push_back(it == opt->state().end() ? 0
+                                             : static_cast<torch::optim::AdamParamState&>(*it->second).step());
+    }
+    return out;
+  };
+  for (auto& p : ps) p.mutable_grad() = torch::ones_like(p);
+  stepper.step();
+  ps[1].mutable_grad().reset();  // the recorded step leaves this one out
+  stepper.prepare();
+  stepper.start_recording();
+  stepper.step();
+  stepper.stop_recording();
+  EXPECT_EQ(host_steps(), (std::vector<int64_t>{2, 1, 2, 2, 2}));
+  stepper.replayed();
+  stepper.replayed();
+  EXPECT_EQ(host_steps(), (std::vector<int64_t>{4, 1, 4, 4, 4}));
+  stepper.start_recording();
+  stepper.step();
+  stepper.undo_recorded();
+  EXPECT_EQ(host_steps(), (std::vector<int64_t>{4, 1, 4, 4, 4}));
+}
+
+TEST(DeviceAdam, RefusesWhatItCannotStep) {
+  auto ps = make_params(8);
+  EXPECT_NE(DeviceAdam::why_not(torch::optim::SGD(ps, 0.1)).find("not a torch::optim::Adam"), std::string::npos);
+  EXPECT_NE(DeviceAdam::why_not(torch::optim::Adam(ps, torch::optim::AdamOptions(1e-3).amsgrad(true)))
+                .find("amsgrad"),
+            std::string::npos);
+  std::vector<torch::Tensor> transposed = {torch::randn({4, 8}).t().requires_grad_()};
+  EXPECT_NE(DeviceAdam::why_not(torch::optim::Adam(transposed, 1e-3)).find("contiguous"), std::string::npos);
+}
+#else
+TEST(DeviceAdam, IsUnavailableOnLibTorch1) {
+  EXPECT_FALSE(DeviceAdam::available());
+  auto ps = make_params(8);
+  EXPECT_NE(DeviceAdam::why_not(torch::optim::Adam(ps, 1e-3)).find("LibTorch " TORCH_VERSION), std::string::npos);
+}
+#endif
+
 TEST(FusedAdam, RefusesWhatItCannotDo) {
   auto ps = make_params(5);
   torch::optim::SGD sgd(ps, torch::optim::SGDOptions(0.1));

@@ -224,6 +224,29 @@ TEST(Training, ReadingMetricsOnlyOnLogStepsGivesTheSameRowsAndTheSameNanStep) {
   EXPECT_EQ(deferred, each);
 }
 
+// trainer.cuda_graphs on the CPU: one line saying why not, then the same
+// run as without the key, bit for bit (the graph itself: Cuda.*_CUDA).
+TEST(Training, CudaGraphsOnTheCpuSayWhyAndRunEagerly) {
+  std::map<std::string, std::string> rows;
+  for (std::string graphs : {"false", "true"}) {
+    TempDir dir;
+    const auto cfg = ExperimentConfig::load(
+        gantry::test::kDemo, {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=30",
+                              "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0",
+                              "trainer.progress=none", "trainer.threads=1", "trainer.cuda_graphs=" + graphs});
+    const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
+    testing::internal::CaptureStdout();
+    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+    const std::string out = testing::internal::GetCapturedStdout();
+    const bool said = out.find("cuda graphs: off (trainer.cuda_graphs is for trainer.accelerator=cuda; this run is "
+                               "on the CPU); the step runs eagerly") != std::string::npos;
+    EXPECT_EQ(said, graphs == "true") << out;
+    rows[graphs] = gantry::test::rows_without_wall_time(gantry::test::read_text(dir / "metrics.csv"));
+  }
+  EXPECT_EQ(gantry::test::lines_of(rows["true"]).size(), 4u) << rows["true"];
+  EXPECT_EQ(rows["true"], rows["false"]);
+}
+
 TEST(Config, SixteenMixedIsRefusedNamingTheKey) {
   const std::string msg = gantry::test::config_error(
       [] { ExperimentConfig::load(gantry::test::kDemo, {"trainer.precision=16-mixed"}); });

@@ -116,6 +116,7 @@ const std::vector<Field>& schema() {
         option_field("trainer.gradient_clip_algorithm", &E::trainer, &TrainerOptions::gradient_clip_algorithm));
     f.push_back(option_field("trainer.precision", &E::trainer, &TrainerOptions::precision));
     f.push_back(option_field("trainer.read_metrics", &E::trainer, &TrainerOptions::read_metrics));
+    f.push_back(option_field("trainer.cuda_graphs", &E::trainer, &TrainerOptions::cuda_graphs));
     f.push_back(option_field("ema.decay", &E::ema, &EmaOptions::decay));
     f.push_back(option_field("ema.modules", &E::ema, &EmaOptions::modules));
     f.push_back(option_field("metrics.quality_every_n_steps", &E::metrics, &MetricsOptions::quality_every_n_steps));

@@ -45,6 +45,7 @@ struct GANTRY_CORE_EXPORT TrainerOptions {
   std::string gradient_clip_algorithm = "norm";  ///< norm | value
   std::string read_metrics = "auto";  ///< auto | every_step | on_log: when logged values are read to the host (auto: on_log on a GPU)
   std::string precision = "32";      ///< 32 | bf16-mixed: autocast to bfloat16 for the plugin's hooks (train/precision.hpp)
+  bool cuda_graphs = false;          ///< capture the training step as a CUDA graph once and replay it (docs/cuda.md)
 
   double max_time_seconds() const;   ///< max_time parsed; <= 0 when unset
 };

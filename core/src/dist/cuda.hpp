@@ -6,6 +6,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include <torch/types.h>
 
@@ -29,5 +32,43 @@ void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::
 
 /// The NCCL version LibTorch was built with ("2.27.3"), for the "ddp:" line.
 std::string nccl_version();
+
+/// `host` (pinned) copied to `device` on a copy stream of its own: the copy
+/// runs while the current (compute) stream still executes the kernels queued
+/// before it (the previous step's, when the host runs ahead), and the current
+/// stream waits for the copy before its next kernel. The result is safe to
+/// use and to free on the current stream (the allocator is told).
+torch::Tensor copy_to_device(const torch::Tensor& host, torch::Device device);
+
+/// Runs `fn` on a stream of its own (not the current one), after everything
+/// queued so far, and makes the current stream wait for what it queued. The
+/// warm-up steps before a capture run so: a capture needs its stream's
+/// one-time set-up (cuBLAS workspace, autograd's streams) done beforehand.
+void run_on_side_stream(const std::function<void()>& fn);
+
+/// One training step as a CUDA graph (at::cuda::CUDAGraph): captured once on
+/// the side stream run_on_side_stream uses, replayed on the current stream.
+/// The capture's tensors (inputs copied in before each replay, outputs read
+/// after) keep their addresses; random numbers drawn inside continue from the
+/// device generator on every replay.
+class StepGraph {
+ public:
+  StepGraph();
+  ~StepGraph();
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+
+  /// Captures what `fn` queues on the GPU (it executes nothing). Capture mode
+  /// thread-local: other threads (the data loader pinning memory) are not
+  /// disturbed. When `fn` throws or the capture fails, the capture is ended
+  /// and dropped, the device is left as before, and the error rethrown.
+  void capture(const std::function<void()>& fn);
+  /// Launches the captured step on the current stream.
+  void replay();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace gantry::cuda

@@ -96,8 +96,8 @@ class GlooAccelerator final : public Accelerator {
 // go through NCCL, CPU ones (stop agreement, RNG states, status) through
 // Gloo, in one c10d::ProcessGroup. Gradients: c10d::Reducer per optimizer on
 // NCCL, buckets all-reduced while backward runs. Batches come from the loader
-// in pinned memory and are copied with non_blocking on the compute stream:
-// the host queues the step's kernels behind the copy without waiting.
+// in pinned memory and are copied with non_blocking on a copy stream, which
+// overlaps the previous step's kernels; the compute stream waits for it.
 class CudaAccelerator final : public Accelerator {
  public:
   CudaAccelerator(const ExperimentConfig& cfg, const DistEnv& dist)
@@ -121,9 +121,10 @@ class CudaAccelerator final : public Accelerator {
   torch::Device device() const override { return device_; }
   bool pin_memory() const override { return true; }
 
+  // On a copy stream: overlaps the previous step's kernels (docs/cuda.md).
   void to_device(Batch& batch) const override {
-    batch.input = batch.input.to(device_, /*non_blocking=*/true);
-    if (batch.target.defined()) batch.target = batch.target.to(device_, /*non_blocking=*/true);
+    batch.input = cuda::copy_to_device(batch.input, device_);
+    if (batch.target.defined()) batch.target = cuda::copy_to_device(batch.target, device_);
   }
 
   std::unique_ptr<GradSync> grad_sync(std::vector<torch::Tensor> params) override {

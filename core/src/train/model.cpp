@@ -8,8 +8,25 @@
 #include "train/fused_adam.hpp"
 #include "train/precision.hpp"
 #include "train/weight_layout.hpp"
+#if GANTRY_WITH_CUDA
+#include "dist/cuda.hpp"
+#endif
 
 namespace gantry {
+
+// trainer.cuda_graphs: the step's state between warm-up, capture and replays.
+struct Model::Graphed {
+  static constexpr int kWarmupSteps = 3;  // eager, on the capture's stream (as PyTorch's docs do)
+  int warmups_left = kWarmupSteps;
+#if GANTRY_WITH_CUDA
+  cuda::StepGraph graph;
+#endif
+  bool captured = false;
+  bool first_replay = true;           // the capture itself counted this batch's step on the host
+  Batch input;                        // the static input: each batch is copied into it
+  std::vector<LoggedValue> outputs;   // the captured step's logged values (each replay overwrites them)
+  std::vector<LoggedValue> values;    // copies of them, returned
+};
 
 void check_data_kind(const DataSpec& spec, const std::string& plugin) {
   if (spec.kind != "images")
@@ -47,6 +64,13 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
         if (key.rfind(prefix, 0) == 0) state.emplace_back(key.substr(prefix.size()), t);
       call("load_extra_state", resumed_.global_step, [&] { exp_.system->load_extra_state(state); });
     }
+  }
+  if (cfg().trainer.cuda_graphs) {
+    const std::string why = graphs_unavailable();
+    if (why.empty())
+      graphed_ = std::make_unique<Graphed>();
+    else if (accel_.is_zero())
+      std::printf("cuda graphs: off (%s); the step runs eagerly\n", why.c_str());
   }
   // Every replica starts from rank 0's parameters and buffers.
   std::vector<torch::Tensor> all = parameters();
@@ -89,6 +113,10 @@ void Model::build_optimizers() {
         if (p.requires_grad()) s.params.push_back(p);
     s.sync = accel_.grad_sync(s.params);
     s.fused = t.fused_adam && fused_adam_applies(*o.optimizer);
+    // On a GPU: ATen's fused multi-tensor Adam with the step and lr on the
+    // device (one launch per group, and a step a CUDA graph can hold).
+    if (t.fused_adam && accel_.device().is_cuda() && DeviceAdam::why_not(*o.optimizer).empty())
+      s.device_adam = std::make_unique<DeviceAdam>(o.optimizer);
     const OptimizerOptions options = cfg().optimizer(o.name);
     s.clip = options.gradient_clip_val;
     s.clip_by_norm = options.gradient_clip_algorithm == "norm";
@@ -147,19 +175,123 @@ void Model::set_train(bool train) {
   for (auto& m : modules_) train ? m.module->train() : m.module->eval();
 }
 
+Model::~Model() = default;
+
 const std::vector<LoggedValue>& Model::training_step(const Batch& batch, const TrainState& state,
                                                      std::function<std::optional<Batch>()> more) {
   ctx_->begin(state.global_step, state.epoch);
   ctx_->set_batch_source(std::move(more));
-  try {
-    AutocastScope autocast(accel_.device(), bf16_);
-    call("training_step", state.global_step, [&] { exp_.system->training_step(batch, *ctx_); });
-  } catch (...) {
-    ctx_->set_batch_source(nullptr);
-    throw;
-  }
-  ctx_->set_batch_source(nullptr);
+  struct Unset {  // the loader's source is for this step only
+    StepContextImpl& ctx;
+    ~Unset() { ctx.set_batch_source(nullptr); }
+  } unset{*ctx_};
+  if (graphed_) return graphed_step(batch, state);
+  eager_step(batch, state);
   return ctx_->values();
+}
+
+void Model::eager_step(const Batch& batch, const TrainState& state) {
+  AutocastScope autocast(accel_.device(), bf16_);
+  call("training_step", state.global_step, [&] { exp_.system->training_step(batch, *ctx_); });
+}
+
+// ---- trainer.cuda_graphs ------------------------------------------------------
+// Three eager steps on the capture's stream, then the fourth batch's step is
+// captured (which executes nothing) and replayed; every later batch is
+// copied into the capture's input buffers and the graph replayed: one launch
+// for the whole G+D step. Host-side bookkeeping a replay skips is done here:
+// the optimizers' host step counts (DeviceAdam::replayed) and the lrs a
+// schedule set (DeviceAdam::prepare). docs/cuda.md has the rules.
+
+std::string Model::graphs_unavailable() const {
+  if (!accel_.device().is_cuda())
+    return "trainer.cuda_graphs is for trainer.accelerator=cuda; this run is on the CPU";
+  if (accel_.dist().world_size > 1)
+    return "trainer.cuda_graphs is for one rank for now; this job has " + std::to_string(accel_.dist().world_size) +
+           " (DDP's gradient hooks run on the host during backward)";
+  for (const auto& s : slots_) {
+    if (!s.device_adam)
+      return "optimizer '" + s.name + "' cannot be stepped inside a graph: " +
+             (cfg().trainer.fused_adam ? DeviceAdam::why_not(*s.optimizer) : "trainer.fused_adam is false");
+    if (s.clip > 0 && s.clip_by_norm)
+      return "optimizer '" + s.name +
+             "' clips gradients by norm, and LibTorch's clip_grad_norm_ reads the norm on the host (use "
+             "gradient_clip_algorithm=value, or no graphs)";
+  }
+  return "";
+}
+
+void Model::graphs_off(const std::string& why) {
+  graphed_.reset();
+  for (auto& p : parameters()) p.mutable_grad().reset();
+  if (accel_.is_zero()) std::printf("cuda graphs: off (%s); the step runs eagerly\n", why.c_str());
+}
+
+const std::vector<LoggedValue>& Model::graphed_step(const Batch& batch, const TrainState& state) {
+#if GANTRY_WITH_CUDA
+  Graphed& g = *graphed_;
+  if (!g.captured && g.warmups_left > 0) {
+    ctx_->take_host_reads();
+    cuda::run_on_side_stream([&] { eager_step(batch, state); });
+    --g.warmups_left;
+    // What a graph would freeze at its capture-time value: the plugin's step
+    // would then differ from the eager one without any error.
+    std::string why = ctx_->take_host_reads();
+    if (!why.empty()) why = "reads " + why;
+    for (const auto& v : ctx_->values())
+      if (why.empty() && v.value.device().is_cpu()) why = "logs a host value (\"" + v.name + "\")";
+    if (!why.empty())
+      graphs_off("plugin " + plugin_name() + "'s training_step " + why + ", which a graph would freeze at capture");
+    return ctx_->values();
+  }
+  std::vector<DeviceAdam*> adams;
+  for (auto& s : slots_) adams.push_back(s.device_adam.get());
+  if (!g.captured) {
+    g.input = batch;
+    g.input.input = batch.input.clone();
+    if (batch.target.defined()) g.input.target = batch.target.clone();
+    for (auto* a : adams) {
+      a->prepare();
+      a->start_recording();
+    }
+    try {
+      g.graph.capture([&] { eager_step(g.input, state); });
+    } catch (const std::exception& e) {
+      for (auto* a : adams) a->undo_recorded();
+      graphs_off("capturing plugin " + plugin_name() + "'s training_step failed: " + error_text(e));
+      ctx_->begin(state.global_step, state.epoch);
+      eager_step(batch, state);
+      return ctx_->values();
+    }
+    for (auto* a : adams) a->stop_recording();
+    g.outputs = ctx_->values();
+    g.captured = true;
+    if (accel_.is_zero())
+      std::printf("cuda graphs: plugin %s's training_step captured at step %lld after %d warm-up steps; "
+                  "replayed from here on\n",
+                  plugin_name().c_str(), static_cast<long long>(state.global_step), Graphed::kWarmupSteps);
+  } else if (batch.input.sizes() != g.input.input.sizes() ||
+             batch.target.defined() != g.input.target.defined() ||
+             (batch.target.defined() && batch.target.sizes() != g.input.target.sizes())) {
+    eager_step(batch, state);  // another shape (an epoch's last, smaller batch): eagerly
+    return ctx_->values();
+  } else {
+    g.input.input.copy_(batch.input, /*non_blocking=*/true);
+    if (batch.target.defined()) g.input.target.copy_(batch.target, /*non_blocking=*/true);
+  }
+  for (auto* a : adams) a->prepare();  // a schedule's lr
+  g.graph.replay();
+  if (!g.first_replay)
+    for (auto* a : adams) a->replayed();
+  g.first_replay = false;
+  g.values = g.outputs;
+  for (auto& v : g.values) v.value = v.value.clone();  // the next replay overwrites the outputs
+  return g.values;
+#else
+  (void)batch;
+  (void)state;
+  throw Error("trainer.cuda_graphs: this gantry is built without CUDA");
+#endif
 }
 
 const std::vector<LoggedValue>& Model::validation_step(const Batch& batch, const TrainState& state) {

@@ -26,6 +26,7 @@ class Model {
       std::function<void(const std::string& tag, int64_t step, const torch::Tensor& images, double low, double high)>;
 
   Model(Experiment exp, Accelerator& accel);
+  ~Model();
 
   const ExperimentConfig& cfg() const { return exp_.config; }
   const Experiment& experiment() const { return exp_; }
@@ -63,7 +64,8 @@ class Model {
 
   /// The plugin's hooks, each with the step context begun at `state`; each
   /// returns the values the hook logged. validation_step: inside an EvalScope.
-  /// `more`: what ctx.next_batch() draws from during this step.
+  /// `more`: what ctx.next_batch() draws from during this step. With
+  /// trainer.cuda_graphs, training_step is captured once and replayed.
   const std::vector<LoggedValue>& training_step(const Batch& batch, const TrainState& state,
                                                 std::function<std::optional<Batch>()> more = nullptr);
   const std::vector<LoggedValue>& validation_step(const Batch& batch, const TrainState& state);
@@ -87,6 +89,11 @@ class Model {
   void build_modules();
   void build_optimizers();
   void set_train(bool train);
+  void eager_step(const Batch& batch, const TrainState& state);
+  // trainer.cuda_graphs (docs/cuda.md): why this run cannot capture its step ("" if it can).
+  std::string graphs_unavailable() const;
+  const std::vector<LoggedValue>& graphed_step(const Batch& batch, const TrainState& state);
+  void graphs_off(const std::string& why);
 
   Experiment exp_;
   Accelerator& accel_;
@@ -98,6 +105,8 @@ class Model {
   ImageSink image_sink_;
   std::unique_ptr<StepContextImpl> ctx_;
   bool bf16_ = false;  // trainer.precision=bf16-mixed: the hooks run under autocast
+  struct Graphed;
+  std::unique_ptr<Graphed> graphed_;  // trainer.cuda_graphs while the step is (to be) captured
 };
 
 }  // namespace gantry

@@ -71,7 +71,9 @@ void StepContextImpl::step(OptimizerSlot& slot) {
     else
       torch::nn::utils::clip_grad_value_(slot.params, slot.clip);
   }
-  if (slot.fused)
+  if (slot.device_adam)
+    slot.device_adam->step();
+  else if (slot.fused)
     fused_adam_step(*slot.optimizer);
   else
     slot.optimizer->step();
@@ -101,6 +103,15 @@ void StepContextImpl::log_image(const std::string& tag, const torch::Tensor& ima
   TORCH_CHECK(std::isfinite(low) && std::isfinite(high) && low < high, "ctx.log_image(\"", tag,
               "\"): the range must be finite with low < high, got [", low, ", ", high, "]");
   image_sink_(tag, images, low, high);
+}
+
+std::string StepContextImpl::take_host_reads() {
+  std::string out;
+  for (auto [flag, what] : {std::pair{kReadStep, "ctx.global_step()"}, std::pair{kReadEpoch, "ctx.epoch()"},
+                            std::pair{kReadBatch, "ctx.next_batch()"}})
+    if (host_reads_ & flag) out += (out.empty() ? "" : ", ") + std::string(what);
+  host_reads_ = 0;
+  return out;
 }
 
 void StepContextImpl::log(const std::string& name, double value, bool sync) {

@@ -24,6 +24,7 @@ struct OptimizerSlot {
   std::unique_ptr<GradSync> sync;     // gradient all-reduce; null in a world of one
   bool fused = false;                 // an Adam stepped by fused_adam_step
   std::unique_ptr<AdamInBackward> in_backward;  // fused and a world of one: stepped during backward
+  std::unique_ptr<DeviceAdam> device_adam;      // an Adam on a GPU: ATen's fused kernel, capturable
   double clip = 0;                    // optimizers.<name>.gradient_clip_val (0: none), after the DDP average
   bool clip_by_norm = true;           // norm: total 2-norm; else each element to [-clip, clip]
 };
@@ -69,6 +70,7 @@ class StepContextImpl final : public StepContext {
   void step(const std::string& name) override;
   std::optional<Batch> next_batch() override {
     TORCH_CHECK(batch_source_, "ctx.next_batch() is for training_step (no batches to draw here)");
+    host_reads_ |= kReadBatch;
     return batch_source_();
   }
   /// trainer.precision=bf16-mixed: backward runs with autocast paused, and a
@@ -77,8 +79,17 @@ class StepContextImpl final : public StepContext {
   /// What next_batch() draws from (the loop's loader); null outside training_step.
   void set_batch_source(std::function<std::optional<Batch>()> source) { batch_source_ = std::move(source); }
 
-  int64_t global_step() const override { return step_; }
-  int64_t epoch() const override { return epoch_; }
+  int64_t global_step() const override {
+    host_reads_ |= kReadStep;
+    return step_;
+  }
+  int64_t epoch() const override {
+    host_reads_ |= kReadEpoch;
+    return epoch_;
+  }
+  /// What the plugin read from the host since the last call (what a CUDA
+  /// graph of its step would freeze at capture): "ctx.global_step()", ..., or "".
+  std::string take_host_reads();
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
   torch::Device device() const override { return device_; }
@@ -96,6 +107,8 @@ class StepContextImpl final : public StepContext {
   int64_t step_ = 0, epoch_ = 0;
   bool bf16_ = false;
   std::vector<LoggedValue> values_;
+  enum : unsigned { kReadStep = 1, kReadEpoch = 2, kReadBatch = 4 };
+  mutable unsigned host_reads_ = 0;
 };
 
 }  // namespace gantry
