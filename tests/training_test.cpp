@@ -13,6 +13,7 @@
 #include "io/png.hpp"
 #include "runtime/runtime.hpp"
 #include "support.hpp"
+#include "train/step_context.hpp"
 #include "train/trainer.hpp"
 
 using namespace gantry;
@@ -245,6 +246,26 @@ TEST(Training, CudaGraphsOnTheCpuSayWhyAndRunEagerly) {
   }
   EXPECT_EQ(gantry::test::lines_of(rows["true"]).size(), 4u) << rows["true"];
   EXPECT_EQ(rows["true"], rows["false"]);
+}
+
+// What trainer.cuda_graphs' warm-up asks the step context: the host values a
+// plugin's step read (a graph would freeze them), each read once, then reset.
+TEST(Training, TheStepContextReportsWhatAStepReadFromTheHost) {
+  std::vector<OptimizerSlot> slots;
+  StepContextImpl ctx(slots, torch::kCPU, 0, 1, [](const std::string&, const torch::Tensor&, double, double) {});
+  ctx.begin(7, 0);
+  EXPECT_EQ(ctx.take_host_reads(), "");
+  ctx.log("loss", torch::ones({}), false);  // device values and the rank are not host reads
+  EXPECT_EQ(ctx.rank(), 0);
+  EXPECT_EQ(ctx.take_host_reads(), "");
+  EXPECT_TRUE(ctx.every_n_steps(4));  // (7 + 1) % 4 == 0: reads global_step()
+  ctx.set_batch_source([] { return std::optional<Batch>(); });
+  EXPECT_FALSE(ctx.next_batch().has_value());
+  EXPECT_EQ(ctx.global_step(), 7);
+  EXPECT_EQ(ctx.take_host_reads(), "ctx.global_step(), ctx.next_batch()");
+  EXPECT_EQ(ctx.epoch(), 0);
+  EXPECT_EQ(ctx.take_host_reads(), "ctx.epoch()");
+  EXPECT_EQ(ctx.take_host_reads(), "");
 }
 
 TEST(Config, SixteenMixedIsRefusedNamingTheKey) {

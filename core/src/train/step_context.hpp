@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dist/distributed.hpp"
+#include "gantry/core_export.hpp"
 #include "train/fused_adam.hpp"
 #include "gantry/system.hpp"
 
@@ -38,7 +39,7 @@ struct LoggedValue {
 };
 
 /// The StepContext of every training_step; the trainer calls begin() before each.
-class StepContextImpl final : public StepContext {
+class GANTRY_CORE_EXPORT StepContextImpl final : public StepContext {
  public:
   /// Where ctx.log_image goes (the trainer writes the grid and streams it);
   /// low > high: the data's range (DataSpec).
