@@ -37,29 +37,30 @@ std::string nccl_version() {
 
 namespace {
 
-// The stream warm-up and capture run on: one per device for the process.
-c10::cuda::CUDAStream side_stream() {
-  static std::optional<c10::cuda::CUDAStream> stream[64];
-  const c10::DeviceIndex device = c10::cuda::current_device();
-  auto& s = stream[device];
+// gantry's own streams besides the compute stream, one of each per device for
+// the process: batch copies, and the warm-up and capture of a CUDA graph.
+enum class Own { kCopy, kSide };
+c10::cuda::CUDAStream own_stream(Own which, c10::DeviceIndex device) {
+  static std::optional<c10::cuda::CUDAStream> streams[2][64];
+  auto& s = streams[static_cast<int>(which)][device];
   if (!s) s = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
   return *s;
 }
 
+c10::cuda::CUDAStream side_stream() { return own_stream(Own::kSide, c10::cuda::current_device()); }
+
 }  // namespace
 
 torch::Tensor copy_to_device(const torch::Tensor& host, torch::Device device) {
-  static std::optional<c10::cuda::CUDAStream> copy_streams[64];
-  auto& copy = copy_streams[device.index()];
-  if (!copy) copy = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+  const c10::cuda::CUDAStream copy = own_stream(Own::kCopy, device.index());
   const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(device.index());
   torch::Tensor out;
   {
-    c10::cuda::CUDAStreamGuard guard(*copy);
+    c10::cuda::CUDAStreamGuard guard(copy);
     out = host.to(device, /*non_blocking=*/true);
   }
   at::cuda::CUDAEvent copied;
-  copied.record(*copy);
+  copied.record(copy);
   copied.block(compute);
   // Allocated for the copy stream; used (and freed) on the compute stream.
   c10::cuda::CUDACachingAllocator::recordStream(out.storage().data_ptr(), compute);

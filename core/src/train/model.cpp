@@ -66,11 +66,8 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
     }
   }
   if (cfg().trainer.cuda_graphs) {
-    const std::string why = graphs_unavailable();
-    if (why.empty())
-      graphed_ = std::make_unique<Graphed>();
-    else if (accel_.is_zero())
-      std::printf("cuda graphs: off (%s); the step runs eagerly\n", why.c_str());
+    graphed_ = std::make_unique<Graphed>();
+    if (const std::string why = graphs_unavailable(); !why.empty()) graphs_off(why);
   }
   // Every replica starts from rank 0's parameters and buffers.
   std::vector<torch::Tensor> all = parameters();
