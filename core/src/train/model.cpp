@@ -220,7 +220,10 @@ std::string Model::graphs_unavailable() const {
 
 void Model::graphs_off(const std::string& why) {
   graphed_.reset();
-  for (auto& p : parameters()) p.mutable_grad().reset();
+  // The optimizers' own parameter tensors: parameters() gives detached views,
+  // whose gradients are not these (a failed capture's point into its pool).
+  for (auto& slot : slots_)
+    for (auto& p : slot.params) p.mutable_grad().reset();
   if (accel_.is_zero()) std::printf("cuda graphs: off (%s); the step runs eagerly\n", why.c_str());
 }
 
