@@ -14,6 +14,7 @@
 
 #include "config/dist_env.hpp"
 #include "config/errors.hpp"
+#include "dist/distributed.hpp"
 #include "train/checkpoint.hpp"
 #include "train/trainer.hpp"
 #include "support.hpp"
@@ -45,6 +46,16 @@ TEST(NodeList, ExpandsSlurmRanges) {
   EXPECT_EQ(expand_nodelist("a[1-2]-ib,b"), (std::vector<std::string>{"a1-ib", "a2-ib", "b"}));
   for (const char* bad : {"", "gpu[01-", "gpu[04-01]", "gpu[a-b]", "x,", "[1-2]x,,y"})
     EXPECT_THROW(expand_nodelist(bad), ConfigError) << bad;
+}
+
+// LibTorch 2.x packs NCCL's version as major << 32 | minor << 16 | patch
+// (torch/csrc/cuda/nccl.cpp); read as NCCL_VERSION_CODE (major * 10000 + ...),
+// 2.27.3 printed as "859170.40.67" in the ddp: line.
+TEST(Nccl, VersionIsDecodedAsLibTorchPacksIt) {
+  EXPECT_EQ(nccl_version_text((uint64_t{2} << 32) | (uint64_t{27} << 16) | 3), "2.27.3");
+  EXPECT_EQ(nccl_version_text((uint64_t{2} << 32) | (uint64_t{21} << 16) | 5), "2.21.5");
+  EXPECT_EQ(nccl_version_text((uint64_t{3} << 32) | (uint64_t{0} << 16) | 12), "3.0.12");
+  EXPECT_EQ(nccl_version_text(0), "0.0.0");
 }
 
 TEST(DistEnv, TorchrunVariables) {

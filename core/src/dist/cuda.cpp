@@ -1,6 +1,8 @@
 #include "dist/cuda.hpp"
+#include "dist/distributed.hpp"
 
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -9,7 +11,13 @@
 #include <cuda_runtime_api.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 8
+#include <ATen/core/CachingHostAllocator.h>
+#define GANTRY_HOST_ALLOCATOR 1
+#endif
 
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -29,11 +37,7 @@ void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::
   group.setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
 }
 
-std::string nccl_version() {
-  const auto v = torch::cuda::nccl::version();
-  // NCCL_VERSION_CODE: major*10000 + minor*100 + patch (2.9 and later).
-  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
-}
+std::string nccl_version() { return nccl_version_text(torch::cuda::nccl::version()); }
 
 namespace {
 
@@ -85,29 +89,100 @@ struct StepGraph::Impl {
 StepGraph::StepGraph() : impl_(std::make_unique<Impl>()) {}
 StepGraph::~StepGraph() = default;
 
+namespace {
+
+// Each call its own best effort: a clean-up step that finds its part already
+// done (or never begun) throws, and must not stop the next one.
+template <typename F>
+void best_effort(F&& f) {
+  try {
+    f();
+  } catch (...) {
+  }
+}
+
+#if GANTRY_HOST_ALLOCATOR
+// Newer LibTorch (2.15 here) also routes the capture's pinned host allocations
+// into the graph's pool (capture_begin, beside the device allocator): end that
+// and release the host pool as for the device. Older ones have no such calls.
+template <typename A>
+auto end_host_routing(A& host, at::cuda::MempoolId_t pool, bool pool_made, int)
+    -> decltype(host.end_allocate_to_pool(pool), host.release_pool(pool), void()) {
+  bool ended_here = false;
+  best_effort([&] {
+    host.end_allocate_to_pool(pool);
+    ended_here = true;
+  });
+  if (pool_made || ended_here) best_effort([&] { host.release_pool(pool); });
+}
+template <typename A>
+void end_host_routing(A&, at::cuda::MempoolId_t, bool, long) {}
+#endif
+
+// What a failed capture leaves behind, undone: the stream's capture (still
+// open when the step threw), the allocator routing the stream's allocations
+// into the capture's pool, the pool itself, and the default generator marked
+// as capturing (torch < 2.13: capture_begin sets the flag and only a
+// successful capture_end clears it, so the eager fallback's first randn would
+// fail with "Offset increment outside graph capture encountered unexpectedly").
+// `pool_made`: capture_begin got as far as creating the pool.
+void undo_failed_capture(const c10::cuda::CUDAStream& stream, at::cuda::MempoolId_t pool, bool pool_made,
+                         at::Generator& generator, const at::Generator& before) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream.stream(), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+    cudaGraph_t partial = nullptr;
+    cudaStreamEndCapture(stream.stream(), &partial);  // returns an error for an invalidated capture: expected
+    if (partial) cudaGraphDestroy(partial);
+  }
+  const c10::DeviceIndex device = stream.device_index();
+  // Throws when capture_end already did it, or capture_begin never did.
+  bool ended_here = false;
+  best_effort([&] {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
+    ended_here = true;
+  });
+  if (pool_made || ended_here) best_effort([&] { c10::cuda::CUDACachingAllocator::releasePool(device, pool); });
+#if GANTRY_HOST_ALLOCATOR
+  if (at::HostAllocator* host = at::getHostAllocator(at::kCUDA)) end_host_routing(*host, pool, pool_made, 0);
+#endif
+  best_effort([&] {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.graphsafe_set_state(before);
+  });
+  (void)cudaGetLastError();  // capture errors are not sticky: clear the last one
+}
+
+}  // namespace
+
 void StepGraph::capture(const std::function<void()>& fn) {
   c10::cuda::device_synchronize();
   const c10::cuda::CUDAStream stream = side_stream();
   c10::cuda::CUDAStreamGuard guard(stream);
+  // The default generator's state as it is now, in an object of its own (a
+  // clone: the capture marks the generator's current state object).
+  at::Generator generator = at::cuda::detail::getDefaultCUDAGenerator(stream.device_index());
+  at::Generator before;
+  {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    before = generator.clone();
+  }
+  // The pool's handle is ours from the start: CUDAGraph::pool() answers only
+  // after a successful capture, and the clean-up of a failed one needs it.
+  const at::cuda::MempoolId_t pool = at::cuda::graph_pool_handle();
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
-  graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
-  bool ran = false;
+  bool begun = false;
   try {
+    graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+    begun = true;
     fn();
-    ran = true;
-    graph->capture_end();
+    graph->capture_end();  // throws too: an invalidated capture where fn did not
   } catch (...) {
-    if (!ran) {
-      // The capture is still open (maybe invalidated by a call it cannot
-      // hold, as a host read of a tensor): end it, stop routing the stream's
-      // allocations to the graph's pool and give that pool back.
-      cudaGraph_t partial = nullptr;
-      cudaStreamEndCapture(stream.stream(), &partial);
-      if (partial) cudaGraphDestroy(partial);
-      c10::cuda::CUDACachingAllocator::endAllocateToPool(stream.device_index(), graph->pool());
-      c10::cuda::CUDACachingAllocator::releasePool(stream.device_index(), graph->pool());
-    }
-    (void)cudaGetLastError();  // capture errors are not sticky: clear the last one
+    undo_failed_capture(stream, pool, begun, generator, before);
+    // The failed CUDAGraph object is not destroyed: what its destructor
+    // releases depends on how far capture_end got and differs between
+    // LibTorch versions (it could release the pool a second time). It is a
+    // few hundred bytes, once per process; its pool is released above.
+    (void)graph.release();
     throw;
   }
   c10::cuda::device_synchronize();

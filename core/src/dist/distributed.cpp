@@ -32,6 +32,11 @@
 
 namespace gantry {
 
+std::string nccl_version_text(uint64_t packed) {
+  return std::to_string(packed >> 32) + "." + std::to_string((packed >> 16) & 0xffff) + "." +
+         std::to_string(packed & 0xffff);
+}
+
 namespace {
 
 std::string seconds(std::chrono::milliseconds ms) {

@@ -25,6 +25,11 @@ namespace gantry {
 
 class ShmAllreduce;
 
+/// NCCL's version as LibTorch 2.x reports it (torch::cuda::nccl::version():
+/// major << 32 | minor << 16 | patch, torch/csrc/cuda/nccl.cpp), as "2.27.3".
+/// A pure function, so the CPU tests check it.
+GANTRY_CORE_EXPORT std::string nccl_version_text(uint64_t packed);
+
 class GANTRY_CORE_EXPORT ProcessGroup {
  public:
   /// Rendezvous of `env.world_size` ranks at env.master_addr:master_port. Every

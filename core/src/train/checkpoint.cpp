@@ -35,12 +35,6 @@ std::string tensor_bytes(const torch::Tensor& t) {
   return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()), c.numel());
 }
 
-std::string shape_str(const torch::Tensor& t) {
-  std::ostringstream s;
-  s << t.sizes();
-  return s.str();
-}
-
 // CRC32 over every entry but "checksum": keys sorted, scalars as text,
 // tensors as their bytes; nested dicts likewise.
 uint32_t content_crc(const GenericDict& d, uint32_t crc = 0) {
@@ -147,6 +141,12 @@ GenericDict hyper_parameters(const std::string& config_yaml) {
 }
 
 }  // namespace
+
+std::string shape_str(const torch::Tensor& t) {
+  std::ostringstream s;
+  s << t.sizes();
+  return s.str();
+}
 
 torch::Tensor generator_state(torch::Device device) {
   auto gen = at::globalContext().defaultGenerator(device);

@@ -44,6 +44,8 @@ struct CheckpointMeta {
 
 /// The default generator's state of `device` (the CPU's, or a GPU's), and
 /// setting it back: what checkpoints save and a quality score puts back.
+/// A tensor's shape as LibTorch prints it: "[64, 1, 28, 28]".
+GANTRY_CORE_EXPORT std::string shape_str(const torch::Tensor& t);
 GANTRY_CORE_EXPORT torch::Tensor generator_state(torch::Device device);
 GANTRY_CORE_EXPORT void set_generator_state(torch::Device device, const torch::Tensor& state);
 

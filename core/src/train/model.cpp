@@ -17,7 +17,8 @@ namespace gantry {
 // trainer.cuda_graphs: the step's state between warm-up, capture and replays.
 struct Model::Graphed {
   static constexpr int kWarmupSteps = 3;  // eager, on the capture's stream (as PyTorch's docs do)
-  int warmups_left = kWarmupSteps;
+  int warmups = 0;                    // done so far (more than kWarmupSteps when a short batch came)
+  int64_t first_epoch = -1;           // the first warm-up's epoch
 #if GANTRY_WITH_CUDA
   cuda::StepGraph graph;
 #endif
@@ -230,10 +231,20 @@ void Model::graphs_off(const std::string& why) {
 const std::vector<LoggedValue>& Model::graphed_step(const Batch& batch, const TrainState& state) {
 #if GANTRY_WITH_CUDA
   Graphed& g = *graphed_;
-  if (!g.captured && g.warmups_left > 0) {
+  // Only a full batch is captured: a graph of an epoch's short last batch
+  // would run every later (full) batch eagerly.
+  const int64_t full = cfg().data.batch_size;
+  const bool is_full = batch.input.dim() > 0 && batch.input.size(0) == full;
+  if (!g.captured && (g.warmups < Graphed::kWarmupSteps || !is_full)) {
+    if (g.first_epoch < 0) g.first_epoch = state.epoch;
+    if (state.epoch > g.first_epoch + 1) {
+      graphs_off("no batch of data.batch_size=" + std::to_string(full) + " rows came in a whole epoch to capture");
+      eager_step(batch, state);
+      return ctx_->values();
+    }
     ctx_->take_host_reads();
     cuda::run_on_side_stream([&] { eager_step(batch, state); });
-    --g.warmups_left;
+    ++g.warmups;
     // What a graph would freeze at its capture-time value: the plugin's step
     // would then differ from the eager one without any error.
     std::string why = ctx_->take_host_reads();
@@ -258,7 +269,15 @@ const std::vector<LoggedValue>& Model::graphed_step(const Batch& batch, const Tr
       g.graph.capture([&] { eager_step(g.input, state); });
     } catch (const std::exception& e) {
       for (auto* a : adams) a->undo_recorded();
-      graphs_off("capturing plugin " + plugin_name() + "'s training_step failed: " + error_text(e));
+      // One line: the cause's first line (CUDA's errors add advice lines),
+      // without call()'s "plugin P: training_step failed at step N: " prefix.
+      std::string cause = error_text(e);
+      cause = cause.substr(0, cause.find('\n'));
+      const std::string prefix = "plugin " + plugin_name() + ": training_step failed at step " +
+                                 std::to_string(state.global_step) + ": ";
+      if (cause.rfind(prefix, 0) == 0) cause = cause.substr(prefix.size());
+      graphs_off("capturing plugin " + plugin_name() + "'s training_step at step " +
+                 std::to_string(state.global_step) + " failed: " + cause);
       ctx_->begin(state.global_step, state.epoch);
       eager_step(batch, state);
       return ctx_->values();
@@ -267,9 +286,10 @@ const std::vector<LoggedValue>& Model::graphed_step(const Batch& batch, const Tr
     g.outputs = ctx_->values();
     g.captured = true;
     if (accel_.is_zero())
-      std::printf("cuda graphs: plugin %s's training_step captured at step %lld after %d warm-up steps; "
-                  "replayed from here on\n",
-                  plugin_name().c_str(), static_cast<long long>(state.global_step), Graphed::kWarmupSteps);
+      std::printf("cuda graphs: plugin %s's training_step captured at step %lld on a batch of %s after %d "
+                  "warm-up steps; replayed for batches of that shape from here on\n",
+                  plugin_name().c_str(), static_cast<long long>(state.global_step),
+                  shape_str(batch.input).c_str(), g.warmups);
   } else if (batch.input.sizes() != g.input.input.sizes() ||
              batch.target.defined() != g.input.target.defined() ||
              (batch.target.defined() && batch.target.sizes() != g.input.target.sizes())) {
