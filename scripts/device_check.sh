@@ -97,6 +97,7 @@ unpack() {
 }
 
 build_half() {
+  [[ -d .device/debs ]] || die "no .device/debs: run 'scripts/device_check.sh pack' on a Debian 12 machine first"
   say "budget ${budget} s"
   unpack
   export LD_LIBRARY_PATH=$prefix/usr/lib/$arch:$prefix/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -126,9 +127,9 @@ build_half() {
 
 # ---- bench: the GAN on the GPU, samples/s -----------------------------------
 bench_half() {
-  say "budget ${budget} s"
   [[ -x build-device/bin/gantry && -d $prefix/usr/lib/$arch ]] \
     || die "no build-device/bin/gantry here: run 'scripts/device_check.sh build' first, on this same (still warm) machine"
+  say "budget ${budget} s"
   export LD_LIBRARY_PATH=$prefix/usr/lib/$arch:$prefix/lib/$arch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   local gpu
   gpu=$("$python" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo 0)
