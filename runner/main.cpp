@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "train/checkpoint.hpp"
-#include "train/ema.hpp"
 #include "config/config.hpp"
 #include "config/dist_env.hpp"
 #include "config/errors.hpp"
@@ -53,7 +52,7 @@ std::string join_shape(const torch::Tensor& batch) { return join_shape(batch.siz
 void print_banner(const Experiment& e, int threads) {
   const BlasInfo blas = detect_blas();
   std::printf("gantry %s | plugin %s | %s, %d thread%s\n", GANTRY_VERSION,
-              e.plugin->manifest().summary().c_str(), blas.name.c_str(), threads,
+              e.system->manifest().summary().c_str(), blas.name.c_str(), threads,
               threads == 1 ? "" : "s");
   const std::string warn = blas_warning(blas);
   if (!warn.empty()) std::fprintf(stderr, "%s\n", warn.c_str());
@@ -166,7 +165,7 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
   const bool own_data = exp.train_data != nullptr;
   std::optional<ImageDataset> train, val;
   if (own_data && zero)
-    std::printf("data: plugin %s's own, %ld samples%s\n", exp.plugin->manifest().name.c_str(),
+    std::printf("data: plugin %s's own, %ld samples%s\n", exp.system->manifest().name.c_str(),
                 long(exp.train_data->size()),
                 exp.val_data ? (", validation " + std::to_string(exp.val_data->size())).c_str() : "");
   const DataSpec spec = exp.system->data_spec();
@@ -239,11 +238,11 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
   if (exp.train_data) {  // the system's own data (SDK 1.1): no files, no kind or shape to check
     samples = exp.train_data->size();
   } else {
-    check_data_kind(spec, exp.plugin->manifest().name);
+    check_data_kind(spec, exp.system->manifest().name);
     const ImageDataset train = load_train_data(cfg, spec, true);
     if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)
       throw DataError(train.images_file + ": samples are " + join_shape(train.images) + ", plugin " +
-                      exp.plugin->manifest().name + " expects " + join_shape(spec.shape) +
+                      exp.system->manifest().name + " expects " + join_shape(spec.shape) +
                       " (see the plugin's system.* shape keys)");
     if (cfg.trainer.val_every_n_epochs > 0) {
       const ImageDataset val = load_split(cfg.data, Split::kVal, spec.shape);
@@ -255,17 +254,17 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
   if (cfg.metrics.quality_every_n_steps > 0) {  // the classifier loads and embeds this plugin's samples' shape
     const FeatureModel fm(cfg.metrics.quality_classifier, torch::kCPU,
                           cfg.where("metrics.quality_classifier") + ": metrics.quality_classifier");
-    fm.check_shape(exp.plugin->manifest().name, spec.shape);
+    fm.check_shape(exp.system->manifest().name, spec.shape);
     std::printf("quality score: plugin %s from %s\n", fm.plugin_name().c_str(), fm.checkpoint().c_str());
   }
   if (!cfg.trainer.resume.empty() && cfg.trainer.resume != "auto") {
     const CheckpointMeta meta = read_checkpoint_meta(cfg.trainer.resume);
-    if (meta.plugin != exp.plugin->manifest().name)
+    if (meta.plugin != exp.system->manifest().name)
       throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" + meta.plugin +
-                            "', this config uses '" + exp.plugin->manifest().name + "'");
+                            "', this config uses '" + exp.system->manifest().name + "'");
   }
   std::printf("%s: OK (plugin %s, %ld samples%s, batch %ld)\n", config_path.c_str(),
-              exp.plugin->manifest().summary().c_str(), long(samples), exp.train_data ? " of its own data" : "",
+              exp.system->manifest().summary().c_str(), long(samples), exp.train_data ? " of its own data" : "",
               long(cfg.data.batch_size));
   return 0;
 }
@@ -284,37 +283,29 @@ int cmd_plugins() {
 
 int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out, int64_t seed,
                const std::string& tensor_out) {
-  const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
-  const ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (config)");
-  Experiment exp = Experiment::build(cfg);
-  auto modules = exp.system->modules();
-  const TrainState saved = load_checkpoint(checkpoint, exp.plugin->manifest().name, modules, {}, false);
-  if (cfg.ema.decay > 0) {  // the run kept an EMA of its weights: sample with it, as its grids did
-    const size_t n_ema = load_ema_into(saved.extra, modules);
-    std::printf("sampling with the EMA weights (ema.decay %g, %zu tensors)\n", cfg.ema.decay, n_ema);
-  }
-  for (auto& m : modules) m.module->eval();
+  const TrainedSystem trained = Experiment::load_trained(checkpoint, torch::kCPU);
+  const Experiment& exp = trained.experiment;
+  if (trained.ema_tensors > 0)  // the run kept an EMA of its weights: sample with it, as its grids did
+    std::printf("sampling with the EMA weights (ema.decay %g, %zu tensors)\n", exp.config.ema.decay,
+                trained.ema_tensors);
   torch::manual_seed(static_cast<uint64_t>(seed));
   torch::NoGradGuard no_grad;
   const torch::Tensor input = exp.system->sample_input(n);
   const torch::Tensor images = exp.system->forward(input);
   const DataSpec spec = exp.system->data_spec();
-  if (!exp.train_data) check_data_kind(spec, exp.plugin->manifest().name);  // else: its own data
-  // A system whose samples are not images says how to draw them (SDK 1.1 render_samples).
+  if (!exp.train_data) check_data_kind(spec, exp.system->name());  // else: its own data
+  // A system whose samples are not images says how to draw them (render_samples).
   torch::Tensor shown = images;
   double low = spec.low, high = spec.high;
-  if (exp.plugin->manifest().abi_minor >= 1) {
-    const torch::Tensor rendered = exp.system->render_samples(images);
-    if (rendered.defined()) {
-      shown = rendered;
-      low = 0;
-      high = 1;
-    }
+  if (const torch::Tensor rendered = exp.system->render_samples(images); rendered.defined()) {
+    shown = rendered;
+    low = 0;
+    high = 1;
   }
   // Still not images (a classifier's logits): no grid; the tensors are the samples.
   const bool grid = shown.dim() == 4;
   if (!grid && tensor_out.empty())
-    throw Error("plugin " + exp.plugin->manifest().name + "'s samples are " + join_shape(images) +
+    throw Error("plugin " + exp.system->manifest().name + "'s samples are " + join_shape(images) +
                 ", not images [N, C, H, W]: no grid to draw; save them with --tensors FILE");
   if (grid) write_file_atomic(out, encode_png(make_grid(shown, 8, 2, low, high)));
   if (!tensor_out.empty()) {  // {"input": ..., "output": ...}, readable by Python's torch.load

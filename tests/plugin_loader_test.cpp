@@ -4,8 +4,14 @@
 #include "config/errors.hpp"
 #include "plugin/elf_manifest.hpp"
 #include "plugin/plugin_loader.hpp"
+#include "plugin/plugin_system.hpp"
 #include "support.hpp"
+#include "train/trainer.hpp"
 
+#include <cstddef>
+#include <filesystem>
+
+namespace fs = std::filesystem;
 using namespace gantry;
 using gantry::test::plugin_path;
 
@@ -200,5 +206,105 @@ TEST(PluginLoader, APluginLinkedAgainstAnotherLibTorchsLibrariesIsRefusedBeforeL
     EXPECT_EQ(std::string(e.what()), "plugin libgan.so is linked against libc10.so.1.9 (LibTorch 1.9), this runner uses " +
                                          std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
                                          ": rebuild the plugin against this runner's LibTorch (headers and libraries)");
+  }
+}
+
+// ---- PluginSystem: the one door into a plugin ----------------------------------
+
+namespace {
+
+const std::string kTinyConfig = gantry::test::source_path("tests/sdk_plugin/tiny.yaml");
+
+std::vector<std::string> throws_in(const std::string& hook) {
+  return {"system.plugin=" + plugin_path("throws"), "system.throw_in=" + hook, "data.batch_size=4",
+          "trainer.val_every_n_epochs=1", "trainer.image_every_n_steps=1", "checkpoint.every_n_steps=1",
+          "trainer.progress=none", "monitor.enabled=false", "trainer.threads=1"};
+}
+
+// Trains the throws plugin `steps` batches with system.throw_in=hook: the
+// PluginError's line, or "" when nothing threw. `checkpoint`: the last one.
+std::string train_throwing(const std::string& hook, int steps, std::vector<std::string> more = {},
+                           std::string* checkpoint = nullptr) {
+  gantry::test::TempDir dir;
+  std::vector<std::string> o = throws_in(hook);
+  o.push_back("trainer.max_steps=" + std::to_string(steps));
+  o.insert(o.end(), more.begin(), more.end());
+  try {
+    const auto r = Trainer(Experiment::build(ExperimentConfig::load(kTinyConfig, o)), dir.path().string()).fit();
+    if (checkpoint) {  // kept past the TempDir
+      *checkpoint = (fs::temp_directory_path() / ("gantry-throws-" + hook + ".ckpt")).string();
+      fs::copy_file(r.last_checkpoint, *checkpoint, fs::copy_options::overwrite_existing);
+    }
+  } catch (const PluginError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_line(const std::string& what, const std::string& head, const std::string& hook) {
+  EXPECT_EQ(what.rfind(head, 0), 0u) << "expected '" << head << "...', got: " << what;
+  EXPECT_NE(what.find("boom in " + hook), std::string::npos) << what;
+  EXPECT_EQ(what.find('\n'), std::string::npos) << "not one line: " << what;
+  EXPECT_EQ(what.find("Exception raised from"), std::string::npos) << "a C++ backtrace: " << what;
+}
+
+}  // namespace
+
+// Every hook the engine calls, thrown from with TORCH_CHECK (a message with a
+// C++ backtrace): one line of one shape, naming plugin and hook, with the
+// step where there is one. Hooks of training, then those of inference on a
+// trained checkpoint (gantry sample, the quality score, serving).
+TEST(PluginSystem, EveryHookThatThrowsIsOneLineNamingPluginAndHook) {
+  for (const std::string hook : {"modules", "configure_optimizers", "data_spec", "train_dataset", "val_dataset",
+                                 "configure_schedulers"})
+    expect_line(train_throwing(hook, 2), "plugin throws: " + hook + " failed: ", hook);
+  expect_line(train_throwing("log_samples", 2), "plugin throws: log_samples failed at step 0: ", "log_samples");
+  expect_line(train_throwing("training_step", 2), "plugin throws: training_step failed at step 0: ", "training_step");
+  expect_line(train_throwing("extra_state", 2), "plugin throws: extra_state failed at step 1: ", "extra_state");
+  expect_line(train_throwing("validation_step", 3), "plugin throws: validation_step failed at step 2: ",
+              "validation_step");
+  expect_line(train_throwing("lr_factor", 2), "plugin throws: the lr factor of optimizer sgd at t=1 failed: ",
+              "lr_factor");
+  std::string ckpt;
+  ASSERT_EQ(train_throwing("none", 2, {}, &ckpt), "");
+  expect_line(train_throwing("load_extra_state", 3, {"trainer.resume=" + ckpt}),
+              "plugin throws: load_extra_state failed at step 2: ", "load_extra_state");
+  for (const std::string hook : {"forward", "sample_input", "render_samples", "features"}) {
+    ASSERT_EQ(train_throwing(hook, 1, {}, &ckpt), "") << hook << " is not a training hook";
+    TrainedSystem t = Experiment::load_trained(ckpt, torch::kCPU);
+    try {
+      PluginSystem& s = *t.experiment.system;
+      if (hook == "forward") s.forward(torch::zeros({2, 4}));
+      if (hook == "sample_input") s.sample_input(2);
+      if (hook == "render_samples") s.render_samples(torch::zeros({2, 1}));
+      if (hook == "features") s.features(torch::zeros({2, 4}));
+      ADD_FAILURE() << hook << " did not throw";
+    } catch (const PluginError& e) {
+      expect_line(e.what(), "plugin throws: " + hook + " failed: ", hook);
+    }
+  }
+}
+
+// The defaults of an older ABI minor live in the adapter: a 1.0 plugin (the
+// frozen SDK's tiny) has no datasets, no extra state, no schedules, no
+// render_samples, and is refused as a feature model in one line.
+TEST(PluginSystem, A10PluginGetsTheDefaultsOfTheHooksItLacks) {
+  const auto cfg = ExperimentConfig::load(kTinyConfig, {"system.plugin=" + plugin_path("tiny_sdk_1_0")});
+  const Experiment e = Experiment::build(cfg);
+  PluginSystem& s = *e.system;
+  ASSERT_EQ(s.manifest().abi_minor, 0u);
+  EXPECT_EQ(s.train_dataset(), nullptr);
+  EXPECT_EQ(s.val_dataset(), nullptr);
+  EXPECT_TRUE(s.extra_state(0).empty());
+  EXPECT_NO_THROW(s.load_extra_state({{"x", torch::zeros({1})}}, 0));
+  EXPECT_TRUE(s.configure_schedulers().empty());
+  EXPECT_FALSE(s.render_samples(torch::zeros({2, 10})).defined());
+  EXPECT_EQ(s.data_spec().struct_size, offsetof(DataSpec, struct_size));  // 1.1's fields absent
+  try {
+    s.check_features();
+    ADD_FAILURE() << "a 1.0 plugin has no features()";
+  } catch (const PluginError& e) {
+    EXPECT_STREQ(e.what(), "plugin tiny is built against SDK 1.0, which has no features(); a feature model needs "
+                           "SDK 1.2 (plugins/classifier)");
   }
 }

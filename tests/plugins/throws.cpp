@@ -1,16 +1,105 @@
-// A plugin whose constructor throws.
+// A plugin that throws from the hook `system.throw_in` names (default: its
+// constructor), with LibTorch's TORCH_CHECK (whose message carries a C++
+// backtrace): every hook's failure must reach the user as the same one line,
+// `plugin throws: <hook> failed[ at step N]: boom in <hook>` (PluginSystem).
+// Otherwise a working system: a linear regression on 8 samples of its own.
+#include <torch/torch.h>
+
 #include <stdexcept>
+#include <string>
 
 #include <gantry/gantry.hpp>
 
-class Throws : public gantry::System {
+namespace {
+
+class Eight : public gantry::Dataset {
  public:
-  explicit Throws(const gantry::Params&) { throw std::runtime_error("cannot build the model"); }
-  std::vector<gantry::NamedModule> modules() override { return {}; }
-  torch::Tensor forward(const torch::Tensor& x) override { return x; }
-  torch::Tensor sample_input(int64_t) override { return {}; }
-  std::vector<gantry::NamedOptimizer> configure_optimizers() override { return {}; }
-  void training_step(const gantry::Batch&, gantry::StepContext&) override {}
+  int64_t size() const override { return 8; }
+  gantry::Batch get(int64_t i) const override {
+    gantry::Batch b;
+    b.input = torch::full({4}, double(i), torch::kFloat32);
+    b.target = torch::full({1}, double(i) / 2, torch::kFloat32);
+    return b;
+  }
 };
 
-GANTRY_PLUGIN(Throws, "throws", "1.0.0", "test: the constructor throws")
+}  // namespace
+
+class Throws : public gantry::System {
+ public:
+  explicit Throws(const gantry::Params& p) : throw_in_(p.get("throw_in", "constructor")), model_(4, 1) {
+    (void)p.get("lr", 0.1);
+    if (throw_in_ == "constructor") throw std::runtime_error("cannot build the model");
+  }
+  std::vector<gantry::NamedModule> modules() override {
+    maybe("modules");
+    return {{"model", model_.ptr()}};
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    maybe("forward");
+    return model_(x);
+  }
+  torch::Tensor sample_input(int64_t n) override {
+    maybe("sample_input");
+    return torch::randn({n, 4});
+  }
+  std::vector<gantry::NamedOptimizer> configure_optimizers() override {
+    maybe("configure_optimizers");
+    return {{"sgd", std::make_shared<torch::optim::SGD>(model_->parameters(), 0.01)}};
+  }
+  void training_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
+    maybe("training_step");
+    const auto loss = torch::mse_loss(model_(batch.input), batch.target);
+    ctx.optimize("sgd", loss);
+    ctx.log("loss", loss);
+  }
+  void validation_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
+    maybe("validation_step");
+    ctx.log("val_loss", torch::mse_loss(model_(batch.input), batch.target));
+  }
+  void log_samples(gantry::StepContext&) override { maybe("log_samples"); }
+  gantry::DataSpec data_spec() const override {
+    maybe("data_spec");
+    return {};
+  }
+  gantry::StateDict extra_state() override {
+    maybe("extra_state");
+    return {{"seen", torch::tensor(1)}};
+  }
+  void load_extra_state(const gantry::StateDict&) override { maybe("load_extra_state"); }
+  std::shared_ptr<gantry::Dataset> train_dataset() override {
+    maybe("train_dataset");
+    return std::make_shared<Eight>();
+  }
+  std::shared_ptr<gantry::Dataset> val_dataset() override {
+    maybe("val_dataset");
+    return std::make_shared<Eight>();
+  }
+  torch::Tensor render_samples(const torch::Tensor&) override {
+    maybe("render_samples");
+    return {};
+  }
+  std::vector<gantry::LrLambda> configure_schedulers() override {
+    maybe("configure_schedulers");
+    gantry::LrLambda l;
+    l.optimizer = "sgd";
+    const bool fail = throw_in_ == "lr_factor";
+    l.factor = [fail](int64_t t) -> double {
+      TORCH_CHECK(!fail || t < 1, "boom in lr_factor");
+      return 1.0;
+    };
+    return {l};
+  }
+  torch::Tensor features(const torch::Tensor& input) override {
+    maybe("features");
+    return input.flatten(1);
+  }
+
+ private:
+  void maybe(const char* hook) const { TORCH_CHECK(throw_in_ != hook, "boom in ", hook); }
+
+  std::string throw_in_;
+  torch::nn::Linear model_;
+};
+
+GANTRY_PLUGIN(Throws, "throws", "1.0.0", "test: throws from the hook system.throw_in names")

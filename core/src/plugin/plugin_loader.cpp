@@ -1,4 +1,5 @@
 #include "plugin/plugin_loader.hpp"
+#include "plugin/plugin_system.hpp"
 
 #include <dlfcn.h>
 
@@ -221,10 +222,8 @@ std::shared_ptr<System> Plugin::create(const Params& params) const {
     raw = factory(params);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());  // a Params getter: already names the key and where
-  } catch (const c10::Error& e) {
-    throw PluginError(who + ": constructor failed: " + e.what_without_backtrace());
   } catch (const std::exception& e) {
-    throw PluginError(who + ": constructor failed: " + e.what());
+    throw PluginError(plugin_failure(manifest_.name, "constructor", -1, e));  // PluginSystem's line shape
   } catch (...) {
     throw PluginError(who + ": constructor threw a non-standard exception");
   }

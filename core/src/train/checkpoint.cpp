@@ -142,6 +142,15 @@ GenericDict hyper_parameters(const std::string& config_yaml) {
 
 }  // namespace
 
+GlobalRngGuard::GlobalRngGuard(torch::Device device) : device_(device), cpu_(generator_state(torch::kCPU)) {
+  if (device_.is_cuda()) device_state_ = generator_state(device_);
+}
+
+GlobalRngGuard::~GlobalRngGuard() {
+  set_generator_state(torch::kCPU, cpu_);
+  if (device_state_.defined()) set_generator_state(device_, device_state_);
+}
+
 std::string shape_str(const torch::Tensor& t) {
   std::ostringstream s;
   s << t.sizes();

@@ -49,6 +49,23 @@ GANTRY_CORE_EXPORT std::string shape_str(const torch::Tensor& t);
 GANTRY_CORE_EXPORT torch::Tensor generator_state(torch::Device device);
 GANTRY_CORE_EXPORT void set_generator_state(torch::Device device, const torch::Tensor& state);
 
+/// Restores the global CPU generator's state (and `device`'s, when a GPU)
+/// on destruction: a quality score, or building
+/// a system to load into, draws from them without moving the training's
+/// random stream.
+class GANTRY_CORE_EXPORT GlobalRngGuard {
+ public:
+  explicit GlobalRngGuard(torch::Device device);
+  ~GlobalRngGuard();
+  GlobalRngGuard(const GlobalRngGuard&) = delete;
+  GlobalRngGuard& operator=(const GlobalRngGuard&) = delete;
+
+ private:
+  torch::Device device_;
+  torch::Tensor cpu_, device_state_;
+};
+
+
 /// Saves modules, optimizers, RNG and `state` to `path` atomically.
 /// `rng_states`: every rank's CPU generator state, by rank; empty: this
 /// process's only (saved as rank 0's). `cuda_rng_states`: every rank's CUDA

@@ -39,10 +39,7 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
   torch::manual_seed(static_cast<uint64_t>(cfg().trainer.seed + accel_.dist().rank));
   build_modules();
   build_optimizers();
-  spec_ = call("data_spec", 0, [&] { return exp_.system->data_spec(); });
-  // A 1.0 plugin built its DataSpec without the fields appended in 1.1: what
-  // the runner's larger struct holds there is not the plugin's.
-  if (abi_minor() < 1) spec_.struct_size = static_cast<uint32_t>(offsetof(DataSpec, struct_size));
+  spec_ = exp_.system->data_spec();
   if (!exp_.train_data) check_data_kind(spec_, plugin_name());  // else the plugin brings its own
   ctx_ = std::make_unique<StepContextImpl>(
       slots_, accel_.device(), accel_.dist().rank, accel_.dist().world_size,
@@ -58,13 +55,11 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
   if (!cfg().trainer.resume.empty()) {
     resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank,
                                accel_.device());
-    if (abi_minor() >= 1) {  // a 1.0 plugin's vtable has no load_extra_state
-      StateDict state;
-      const std::string prefix = kPluginStatePrefix;
-      for (const auto& [key, t] : resumed_.extra)
-        if (key.rfind(prefix, 0) == 0) state.emplace_back(key.substr(prefix.size()), t);
-      call("load_extra_state", resumed_.global_step, [&] { exp_.system->load_extra_state(state); });
-    }
+    StateDict state;
+    const std::string prefix = kPluginStatePrefix;
+    for (const auto& [key, t] : resumed_.extra)
+      if (key.rfind(prefix, 0) == 0) state.emplace_back(key.substr(prefix.size()), t);
+    exp_.system->load_extra_state(state, resumed_.global_step);
   }
   if (cfg().trainer.cuda_graphs) {
     graphed_ = std::make_unique<Graphed>();
@@ -77,7 +72,7 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
 }
 
 void Model::build_modules() {
-  modules_ = call("modules", 0, [&] { return exp_.system->modules(); });
+  modules_ = exp_.system->modules();
   if (modules_.empty()) throw PluginError("plugin " + plugin_name() + ": modules() returned none");
   for (auto& m : modules_) {
     if (!m.module) throw PluginError("plugin " + plugin_name() + ": modules() returned a null '" + m.name + "'");
@@ -98,7 +93,7 @@ void Model::build_modules() {
 
 void Model::build_optimizers() {
   const auto& t = cfg().trainer;
-  optimizers_ = call("configure_optimizers", 0, [&] { return exp_.system->configure_optimizers(); });
+  optimizers_ = exp_.system->configure_optimizers();
   if (optimizers_.empty()) throw PluginError("plugin " + plugin_name() + ": configure_optimizers() returned none");
   for (const auto& o : optimizers_) {
     if (!o.optimizer || o.name.empty())
@@ -143,10 +138,9 @@ void Model::build_optimizers() {
                 d.num_nodes == 1 ? "" : "s", accel_.grad_transport_name(*slots_.front().sync).c_str());
 }
 
-std::map<std::string, torch::Tensor> Model::plugin_state() {
+std::map<std::string, torch::Tensor> Model::plugin_state(int64_t step) {
   std::map<std::string, torch::Tensor> out;
-  if (abi_minor() < 1) return out;
-  const StateDict state = call("extra_state", 0, [&] { return exp_.system->extra_state(); });
+  const StateDict state = exp_.system->extra_state(step);
   for (const auto& [name, t] : state) {
     if (!t.defined())
       throw PluginError("plugin " + plugin_name() + ": extra_state() returned an undefined tensor '" + name + "'");
@@ -190,7 +184,7 @@ const std::vector<LoggedValue>& Model::training_step(const Batch& batch, const T
 
 void Model::eager_step(const Batch& batch, const TrainState& state) {
   AutocastScope autocast(accel_.device(), bf16_);
-  call("training_step", state.global_step, [&] { exp_.system->training_step(batch, *ctx_); });
+  exp_.system->training_step(batch, *ctx_, state.global_step);
 }
 
 // ---- trainer.cuda_graphs ------------------------------------------------------
@@ -317,7 +311,7 @@ const std::vector<LoggedValue>& Model::graphed_step(const Batch& batch, const Tr
 const std::vector<LoggedValue>& Model::validation_step(const Batch& batch, const TrainState& state) {
   ctx_->begin(state.global_step, state.epoch);
   AutocastScope autocast(accel_.device(), bf16_);
-  call("validation_step", state.global_step, [&] { exp_.system->validation_step(batch, *ctx_); });
+  exp_.system->validation_step(batch, *ctx_, state.global_step);
   return ctx_->values();
 }
 
@@ -325,7 +319,7 @@ const std::vector<LoggedValue>& Model::log_samples(const TrainState& state) {
   EvalScope eval(*this);
   ctx_->begin(state.global_step, state.epoch);
   AutocastScope autocast(accel_.device(), bf16_);
-  call("log_samples", state.global_step, [&] { exp_.system->log_samples(*ctx_); });
+  exp_.system->log_samples(*ctx_, state.global_step);
   return ctx_->values();
 }
 

@@ -1,8 +1,8 @@
 // The system as the trainer holds it: its modules on the accelerator's device
 // (weights laid out for fast products), its optimizers with what stepping
 // them needs (slots: gradient sync, fused Adam, step-in-backward), the step
-// context the plugin sees, and the plugin's hooks wrapped so that a throwing
-// hook becomes one line naming plugin and hook. Built once per fit; restores
+// context the plugin sees; its calls into the plugin go through the
+// Experiment's PluginSystem (plugin/plugin_system.hpp). Built once per fit; restores
 // trainer.resume and gives every rank rank 0's parameters.
 #pragma once
 
@@ -30,7 +30,9 @@ class Model {
 
   const ExperimentConfig& cfg() const { return exp_.config; }
   const Experiment& experiment() const { return exp_; }
-  const std::string& plugin_name() const { return exp_.plugin->manifest().name; }
+  const std::string& plugin_name() const { return exp_.system->name(); }
+  /// The plugin's system, behind its one door.
+  PluginSystem& system() const { return *exp_.system; }
   const DataSpec& spec() const { return spec_; }
   /// Where training stands after trainer.resume (zeros when fresh).
   const TrainState& resumed() const { return resumed_; }
@@ -42,11 +44,9 @@ class Model {
 
   void set_image_sink(ImageSink sink) { image_sink_ = std::move(sink); }
 
-  /// The plugin's ABI minor: hooks appended later are called only when it has them.
-  uint32_t abi_minor() const { return exp_.plugin->manifest().abi_minor; }
-  /// The plugin's extra_state() (ABI >= 1.1; empty for a 1.0 plugin), and the
-  /// trainer_state keys it is saved under ("plugin.<name>").
-  std::map<std::string, torch::Tensor> plugin_state();
+  /// The plugin's extra_state() at `step` (empty for a 1.0 plugin), under the
+  /// trainer_state keys it is saved as ("plugin.<name>").
+  std::map<std::string, torch::Tensor> plugin_state(int64_t step);
   static constexpr const char* kPluginStatePrefix = "plugin.";
 
   /// Every module in eval mode and no grad while it lives (then train mode again).
@@ -71,19 +71,6 @@ class Model {
   const std::vector<LoggedValue>& validation_step(const Batch& batch, const TrainState& state);
   /// log_samples in its own EvalScope.
   const std::vector<LoggedValue>& log_samples(const TrainState& state);
-
-  /// Runs a plugin hook; its exceptions become one line naming plugin and hook.
-  template <class F>
-  auto call(const char* hook, int64_t step, F&& f) -> decltype(f()) {
-    try {
-      return f();
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw PluginError("plugin " + plugin_name() + ": " + hook + " failed at step " + std::to_string(step) +
-                        ": " + error_text(e));
-    }
-  }
 
  private:
   void build_modules();

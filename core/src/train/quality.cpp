@@ -14,22 +14,12 @@
 #include "runtime/runtime.hpp"
 #include "train/accelerator.hpp"
 #include "train/checkpoint.hpp"
-#include "train/ema.hpp"
 
 namespace fs = std::filesystem;
 
 namespace gantry {
 
 // ---- the global generators --------------------------------------------------
-
-GlobalRngGuard::GlobalRngGuard(torch::Device device) : device_(device), cpu_(generator_state(torch::kCPU)) {
-  if (device_.is_cuda()) device_state_ = generator_state(device_);
-}
-
-GlobalRngGuard::~GlobalRngGuard() {
-  set_generator_state(torch::kCPU, cpu_);
-  if (device_state_.defined()) set_generator_state(device_, device_state_);
-}
 
 // ---- statistics ---------------------------------------------------------------
 
@@ -122,23 +112,11 @@ FeatureModel::FeatureModel(const std::string& where, torch::Device device, const
     throw Error(key + ": " + where + " does not exist (train the classifier first: gantry train "
                 "configs/classifier_fashion_mnist.yaml; or name a classifier checkpoint, run or experiment directory)");
   }
-  const CheckpointMeta meta = read_checkpoint_meta(checkpoint_);
-  const ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint_ + " (config)");
-  {
-    GlobalRngGuard rng(device);  // building the system seeds the global generator
-    exp_ = Experiment::build(cfg);
-  }
-  const auto& manifest = exp_.plugin->manifest();
-  if (manifest.abi_minor < 2)
-    throw PluginError(key + ": plugin " + manifest.name + " (" + checkpoint_ + ") is built against SDK " +
-                      std::to_string(manifest.abi_major) + "." + std::to_string(manifest.abi_minor) +
-                      ", which has no features(); a feature model needs SDK 1.2 (plugins/classifier)");
-  auto modules = exp_.system->modules();
-  const TrainState saved = load_checkpoint(checkpoint_, manifest.name, modules, {}, false);
-  if (cfg.ema.decay > 0) load_ema_into(saved.extra, modules);
-  for (auto& m : modules) {
-    m.module->to(device);
-    m.module->eval();
+  exp_ = Experiment::load_trained(checkpoint_, device).experiment;
+  try {
+    exp_.system->check_features();
+  } catch (const PluginError& e) {
+    throw PluginError(key + ": " + e.what() + " (" + checkpoint_ + ")");
   }
   spec_ = exp_.system->data_spec();
 }
@@ -152,17 +130,10 @@ void FeatureModel::check_shape(const std::string& generator_plugin, const std::v
 }
 
 void FeatureModel::embed(const torch::Tensor& x, FeatureStats& stats) {
-  auto hook = [&](const char* name, auto&& f) -> torch::Tensor {
-    try {
-      return f();
-    } catch (const std::exception& e) {
-      throw PluginError(key_ + ": plugin " + plugin_name() + "'s " + name + " failed: " + error_text(e));
-    }
-  };
-  const torch::Tensor features = hook("features()", [&] { return exp_.system->features(x); });
+  const torch::Tensor features = exp_.system->features(x);
   if (!features.defined() || features.dim() != 2 || features.size(0) != x.size(0))
     throw PluginError(key_ + ": plugin " + plugin_name() + "'s features() gives no [N, D] embedding");
-  const torch::Tensor logits = hook("forward()", [&] { return exp_.system->forward(x); });
+  const torch::Tensor logits = exp_.system->forward(x);
   if (logits.dim() != 2 || logits.size(0) != x.size(0) || logits.size(1) < 2)
     throw PluginError(key_ + ": plugin " + plugin_name() + "'s forward() gives no class logits [N, classes]");
   stats.add(features, logits);

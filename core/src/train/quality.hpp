@@ -21,21 +21,6 @@ namespace gantry {
 
 class Accelerator;
 
-/// Restores the global CPU generator's state (and `device`'s, when a GPU)
-/// on destruction: a score draws from them without moving the training's
-/// random stream.
-class GANTRY_CORE_EXPORT GlobalRngGuard {
- public:
-  explicit GlobalRngGuard(torch::Device device);
-  ~GlobalRngGuard();
-  GlobalRngGuard(const GlobalRngGuard&) = delete;
-  GlobalRngGuard& operator=(const GlobalRngGuard&) = delete;
-
- private:
-  torch::Device device_;
-  torch::Tensor cpu_, device_state_;
-};
-
 /// Sums over samples of the features x (float64, on the CPU): the count, sum
 /// x, sum x x^T and the histogram of predicted classes. Sums add across
 /// ranks and chunks, so a sharded score is one all-reduce.
@@ -72,7 +57,7 @@ class GANTRY_CORE_EXPORT FeatureModel {
   FeatureModel(const std::string& where, torch::Device device, const std::string& key);
 
   const std::string& checkpoint() const { return checkpoint_; }
-  const std::string& plugin_name() const { return exp_.plugin->manifest().name; }
+  const std::string& plugin_name() const { return exp_.system->name(); }
   const DataSpec& spec() const { return spec_; }
 
   /// Throws ConfigError (naming the key) when a generator's sample shape

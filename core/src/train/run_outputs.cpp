@@ -29,7 +29,7 @@ RunOutputs::RunOutputs(const FitState& fit, int64_t batch_size_all_ranks)
     std::printf("monitor: %s\n", line.c_str());
     std::fflush(stdout);
   }
-  const auto& manifest = model_.experiment().plugin->manifest();
+  const auto& manifest = model_.system().manifest();
   wire::RunInfo info;
   info.name = cfg.name;
   info.plugin = manifest.name;

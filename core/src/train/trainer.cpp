@@ -19,6 +19,7 @@
 #include "runtime/runtime.hpp"
 #include "train/accelerator.hpp"
 #include "train/callback.hpp"
+#include "train/ema.hpp"
 #include "train/model.hpp"
 #include "train/run_outputs.hpp"
 #include "train/stop_agreement.hpp"
@@ -32,27 +33,35 @@ namespace gantry {
 Experiment Experiment::build(const ExperimentConfig& config) {
   Experiment e;
   e.config = config;
-  e.plugin = Plugin::find(config.system.plugin);
   // Seed before the plugin builds its modules: their initialisation is part of the run.
   torch::manual_seed(static_cast<uint64_t>(config.trainer.seed));
   SystemParams params(e.config);
-  e.system = e.plugin->create(params);
-  params.check_all_used(e.plugin->manifest().name);
-  if (e.plugin->manifest().abi_minor >= 1) {  // a 1.0 plugin's System has no dataset hooks
-    const std::string& name = e.plugin->manifest().name;
-    try {
-      e.train_data = e.system->train_dataset();
-      e.val_data = e.system->val_dataset();
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& ex) {
-      throw PluginError("plugin " + name + ": train_dataset()/val_dataset() failed: " + error_text(ex));
-    }
-    if (e.train_data && e.train_data->size() <= 0)
-      throw PluginError("plugin " + name + ": train_dataset() has " + std::to_string(e.train_data->size()) +
-                        " samples");
-  }
+  e.system = std::make_shared<PluginSystem>(Plugin::find(config.system.plugin), params);
+  params.check_all_used(e.system->name());
+  e.train_data = e.system->train_dataset();
+  e.val_data = e.system->val_dataset();
+  if (e.train_data && e.train_data->size() <= 0)
+    throw PluginError("plugin " + e.system->name() + ": train_dataset() has " + std::to_string(e.train_data->size()) +
+                      " samples");
   return e;
+}
+
+TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Device device) {
+  const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
+  const ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (config)");
+  TrainedSystem t;
+  {
+    GlobalRngGuard rng(device);  // building the system seeds the global generator
+    t.experiment = build(cfg);
+  }
+  t.modules = t.experiment.system->modules();
+  t.saved = load_checkpoint(checkpoint, t.experiment.system->name(), t.modules, {}, false);
+  if (cfg.ema.decay > 0) t.ema_tensors = load_ema_into(t.saved.extra, t.modules);
+  for (auto& m : t.modules) {
+    m.module->to(device);
+    m.module->eval();
+  }
+  return t;
 }
 
 // ---- 2. Trainer -------------------------------------------------------------

@@ -12,22 +12,39 @@
 #include "gantry/core_export.hpp"
 #include "gantry/system.hpp"
 #include "data/idx_dataset.hpp"
-#include "plugin/plugin_loader.hpp"
+#include "plugin/plugin_system.hpp"
 
 namespace gantry {
+
+struct TrainedSystem;
 
 /// A system built from a config: the plugin found and checked, the system
 /// constructed from the `system:` keys, every key accounted for.
 struct GANTRY_CORE_EXPORT Experiment {
   ExperimentConfig config;
-  std::shared_ptr<Plugin> plugin;
-  std::shared_ptr<System> system;  ///< keeps the plugin loaded while it lives
+  /// The plugin's system behind its one door (every call into the plugin
+  /// goes through it); keeps the plugin loaded while it lives.
+  std::shared_ptr<PluginSystem> system;
   /// The system's own data (SDK 1.1 train_dataset / val_dataset), or null:
   /// then the runner reads data.path.
   std::shared_ptr<Dataset> train_data, val_data;
 
   /// Throws ConfigError / PluginError with one line naming the culprit.
   static Experiment build(const ExperimentConfig& config);
+  /// The system a checkpoint holds, for inference (`gantry sample`, the
+  /// quality score's classifier, serving): built from the checkpoint's own
+  /// config, its weights loaded (the EMA weights when the run kept an EMA),
+  /// modules in eval mode on `device`. The global generators are left as
+  /// they were. Throws CheckpointError / PluginError naming the file.
+  static TrainedSystem load_trained(const std::string& checkpoint, torch::Device device);
+};
+
+/// What Experiment::load_trained gives.
+struct GANTRY_CORE_EXPORT TrainedSystem {
+  Experiment experiment;
+  std::vector<NamedModule> modules;  ///< in eval mode, on the device asked for
+  TrainState saved;                  ///< the checkpoint's step, epoch and extra tensors
+  size_t ema_tensors = 0;            ///< tensors taken from the run's EMA (0: its plain weights)
 };
 
 /// What a fit did.

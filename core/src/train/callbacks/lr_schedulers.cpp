@@ -54,10 +54,8 @@ class LrSchedulerCallback final : public Callback {
   }
 
   void on_batch_start(FitState& fit) override {
-    for (auto& s : schedules_)  // a plugin's factor that throws is named with the step
-      fit.model.call("configure_schedulers' lr factor", fit.state.global_step, [&] {
-        s.schedule.apply(*s.optimizer, s.schedule.per_epoch() ? fit.state.epoch : fit.state.global_step);
-      });
+    for (auto& s : schedules_)  // a plugin's factor that throws: PluginSystem names it
+      s.schedule.apply(*s.optimizer, s.schedule.per_epoch() ? fit.state.epoch : fit.state.global_step);
   }
 
   void on_log_step(FitState& fit) override { log(fit); }
@@ -66,12 +64,10 @@ class LrSchedulerCallback final : public Callback {
   }
 
  private:
-  // The plugin's LrLambdas by optimizer (ABI >= 1.1), each naming one of its optimizers once.
+  // The plugin's LrLambdas by optimizer, each naming one of its optimizers once.
   static std::map<std::string, LrLambda> plugin_schedules(FitState& fit) {
     std::map<std::string, LrLambda> out;
-    if (fit.model.abi_minor() < 1) return out;  // a 1.0 plugin's vtable has no configure_schedulers
-    auto given = fit.model.call("configure_schedulers", fit.state.global_step,
-                                [&] { return fit.model.experiment().system->configure_schedulers(); });
+    auto given = fit.model.system().configure_schedulers();  // none from a 1.0 plugin
     std::string names;
     for (const auto& o : fit.model.optimizers()) names += (names.empty() ? "" : ", ") + o.name;
     for (auto& l : given) {

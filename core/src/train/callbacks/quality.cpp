@@ -56,7 +56,7 @@ class QualityCallback final : public Callback {
     const int rank = fit.accel.dist().rank, world = fit.accel.dist().world_size;
     const int64_t k = opt_.quality_samples;
     const int64_t first = k * rank / world, last = k * (rank + 1) / world;
-    System& system = *fit.model.experiment().system;
+    PluginSystem& system = fit.model.system();
     FeatureStats stats;
     {
       Model::EvalScope eval(fit.model);
@@ -68,12 +68,12 @@ class QualityCallback final : public Callback {
           torch::manual_seed(static_cast<uint64_t>(opt_.quality_seed));
           // Every rank draws all K (cheap next to generating them) and keeps
           // its slice: the samples do not depend on the world size.
-          input = fit.model.call("sample_input", last_step_, [&] { return system.sample_input(k); });
+          input = system.sample_input(k, last_step_);
         }
         const DataSpec& spec = fit.model.spec();
         for (int64_t a = first; a < last; a += opt_.quality_batch_size) {
           const torch::Tensor z = input.slice(0, a, std::min(a + opt_.quality_batch_size, last)).to(fit.accel.device());
-          const torch::Tensor images = fit.model.call("forward", last_step_, [&] { return system.forward(z); });
+          const torch::Tensor images = system.forward(z, last_step_);
           features_.add(images, spec.low, spec.high, stats, opt_.quality_batch_size);
         }
       } catch (...) {
