@@ -113,11 +113,11 @@ build_half() {
     -DGTest_DIR="$prefix/usr/lib/$arch/cmake/GTest" -DCLI11_DIR="$prefix/usr/share/cmake/CLI11" \
     -DCMAKE_INCLUDE_PATH="$prefix/usr/include" >"$out/configure.log" 2>&1 \
     || die "configure (see configure.log): $(tail -n 3 "$out/configure.log")"
-  within 600 ninja -C build-device gantry gan wgan_gp tiny gantry_tests >"$out/build.log" 2>&1 \
+  within "$budget" ninja -C build-device gantry gan wgan_gp tiny gantry_tests >"$out/build.log" 2>&1 \
     || die "build (exit $?, see build.log): $(grep -m3 error "$out/build.log")"
   say "built $(build-device/bin/gantry --version | head -1)"
   local rc=0
-  within 600 build-device/bin/gantry_tests --gtest_filter='*_CUDA:Training.*:Checkpoint*.*' >"$out/tests.log" 2>&1 || rc=$?
+  within "$budget" build-device/bin/gantry_tests --gtest_filter='*_CUDA:Training.*:Checkpoint*.*' >"$out/tests.log" 2>&1 || rc=$?
   ((rc == 124)) && say "tests: cut short by the budget (timeout); tests.log has how far they got"
   say "tests: exit $rc; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | tr '\n' ' ')"
   grep -E '^\[  FAILED  \]|relative|cuda graphs:|after the failed capture' "$out/tests.log" | sort | uniq -c | tee -a "$out/steps.log"
