@@ -13,6 +13,10 @@
 #include "io/png.hpp"
 #include "runtime/runtime.hpp"
 #include "support.hpp"
+#include "train/accelerator.hpp"
+#include "train/callback.hpp"
+#include "train/fit_stop.hpp"
+#include "train/model.hpp"
 #include "train/step_context.hpp"
 #include "train/trainer.hpp"
 
@@ -323,4 +327,161 @@ TEST(Runtime, TheHeapGetsHugePages) {
   }
   EXPECT_GE(most["true"], 32 * 1024) << "KiB of AnonHugePages";
   EXPECT_LT(most["false"], 8 * 1024) << "KiB of AnonHugePages";
+}
+
+// ---- the loop's order: its points, the callbacks' slots, why it stops --------
+
+namespace {
+
+// Writes "point@step" for every loop point it is called at.
+class Recorder final : public Callback {
+ public:
+  explicit Recorder(std::vector<std::string>& log) : log_(log) {}
+  void on_fit_start(FitState& f) override { add("fit_start", f); }
+  void on_batch_start(FitState& f) override { add("batch_start", f); }
+  void on_batch_end(FitState& f) override { add("batch_end", f); }
+  void on_image_step(FitState& f) override { add("image", f); }
+  void on_log_step(FitState& f) override { add("log", f); }
+  void on_checkpoint_step(FitState& f) override { add("checkpoint", f); }
+  void on_epoch_end(FitState& f) override { add("epoch_end", f); }
+  void on_train_end(FitState& f) override { add("train_end", f); }
+  void on_fit_end(FitState& f) override { add("fit_end", f); }
+
+ private:
+  void add(const char* point, const FitState& f) {
+    log_.push_back(std::string(point) + "@" + std::to_string(f.state.global_step));
+  }
+  std::vector<std::string>& log_;
+};
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+}  // namespace
+
+// The fit loop's points in order, for 6 batches of epochs of 4 (tiny's own
+// ring of 4096 points in batches of 1024), rows every 2, grids every 3,
+// checkpoints every 4: within a batch, batch_end, then image, log and
+// checkpoint; an epoch's end after its last batch's points; max_steps ends
+// the run mid-epoch (no epoch_end for the partial one).
+TEST(Training, TheLoopCallsItsPointsInOrder) {
+  TempDir dir;
+  const auto cfg = ExperimentConfig::load(
+      gantry::test::source_path("tests/sdk_plugin/tiny.yaml"),
+      {"system.plugin=" + gantry::test::plugin_path("tiny"), "system.synthetic=true", "system.pixels=2",
+       "data.batch_size=1024", "trainer.max_steps=6", "trainer.log_every_n_steps=2",
+       "trainer.image_every_n_steps=3", "checkpoint.every_n_steps=4", "trainer.threads=1"});
+  std::vector<std::string> log;
+  Trainer trainer(Experiment::build(cfg), dir.path().string());
+  trainer.add_callback(std::make_unique<Recorder>(log));
+  const FitResult r = trainer.fit();
+  EXPECT_EQ(joined(log),
+            "fit_start@0 "
+            "batch_start@0 batch_end@1 "
+            "batch_start@1 batch_end@2 log@2 "
+            "batch_start@2 batch_end@3 image@3 "
+            "batch_start@3 batch_end@4 log@4 checkpoint@4 epoch_end@4 "
+            "batch_start@4 batch_end@5 "
+            "batch_start@5 batch_end@6 image@6 log@6 "
+            "train_end@6 fit_end@6");
+  EXPECT_EQ(r.stop_reason, "trainer.max_steps=6 reached");
+}
+
+// Callbacks run in the order of their slots, whatever order they were added
+// in (those of one slot in the order added): what each sees (the EMA before
+// the samples, the lrs and samples before the row, everything before the
+// checkpoint) is stated by CallbackSlot, not by the trainer's lines.
+TEST(Training, CallbacksRunInTheOrderOfTheirSlots) {
+  std::vector<std::string> log;
+  class Named final : public Callback {
+   public:
+    Named(std::vector<std::string>& log, std::string name) : log_(log), name_(std::move(name)) {}
+    void on_batch_end(FitState&) override { log_.push_back(name_); }
+
+   private:
+    std::vector<std::string>& log_;
+    std::string name_;
+  };
+  Callbacks callbacks;
+  using Slot = CallbackSlot;
+  callbacks.add(Slot::kCheckpoint, std::make_unique<Named>(log, "checkpoint"));
+  callbacks.add(Slot::kMetrics, std::make_unique<Named>(log, "metrics"));
+  callbacks.add(Slot::kUser, std::make_unique<Named>(log, "user1"));
+  callbacks.add(Slot::kSamples, std::make_unique<Named>(log, "samples"));
+  callbacks.add(Slot::kEma, std::make_unique<Named>(log, "ema"));
+  callbacks.add(Slot::kUser, std::make_unique<Named>(log, "user2"));
+  callbacks.add(Slot::kLrSchedulers, std::make_unique<Named>(log, "lr"));
+  TempDir dir;
+  const auto cfg = ExperimentConfig::load(gantry::test::source_path("tests/sdk_plugin/tiny.yaml"),
+                                          {"system.plugin=" + gantry::test::plugin_path("tiny")});
+  auto accel = make_accelerator(cfg, {});
+  Model model(Experiment::build(cfg), *accel);
+  const std::string no_dir;
+  FitState fit(model, *accel, no_dir, {});
+  callbacks.call(&Callback::on_batch_end, fit);
+  EXPECT_EQ(joined(log), "ema samples lr metrics user1 user2 checkpoint");
+}
+
+// Every reason to stop, through the one FitStop: the first reason stays,
+// except that reaching max_epochs names itself over a wish not yet agreed.
+TEST(Training, FitStopKeepsTheFirstReason) {
+  TrainerOptions t;
+  t.max_steps = 10;
+  t.max_epochs = 2;
+  {
+    FitStop stop(t, 10);
+    TrainState s;
+    s.global_step = 10;
+    stop.at_start(s);
+    EXPECT_TRUE(stop.done());
+    EXPECT_EQ(stop.reason(), "already at step 10 of 10");
+  }
+  {
+    FitStop stop(t, 10);
+    TrainState s;
+    s.global_step = 3;
+    EXPECT_EQ(stop.wish(s, 0.0), "");
+    stop.after_batch(false);
+    EXPECT_FALSE(stop.done());
+    stop.after_batch(true);  // another rank's wish, agreed
+    EXPECT_TRUE(stop.done());
+    EXPECT_EQ(stop.reason(), "another rank asked to stop (its output says why)");
+    s.global_step = 10;
+    EXPECT_EQ(stop.wish(s, 0.0), "trainer.max_steps=10 reached");
+    EXPECT_EQ(stop.reason(), "another rank asked to stop (its output says why)");  // the first stays
+  }
+  {
+    FitStop stop(t, 10);
+    TrainState s;
+    s.global_step = 10;
+    EXPECT_EQ(stop.wish(s, 0.0), "trainer.max_steps=10 reached");
+    stop.after_batch(false, true);
+    EXPECT_TRUE(stop.done());
+    EXPECT_EQ(stop.reason(), "trainer.max_steps=10 reached");
+  }
+  {
+    FitStop stop(t, 10);
+    TrainState s;
+    s.epoch = 1;
+    stop.after_epoch(s);
+    EXPECT_FALSE(stop.done());
+    s.epoch = 2;
+    stop.after_epoch(s);
+    EXPECT_TRUE(stop.done());
+    EXPECT_EQ(stop.reason(), "trainer.max_epochs=2 reached");
+  }
+  {
+    TrainerOptions timed = t;
+    timed.max_steps = -1;
+    timed.max_time = "00:00:00:01";
+    FitStop stop(timed, -1);
+    TrainState s;
+    EXPECT_EQ(stop.wish(s, 0.5), "");
+    EXPECT_EQ(stop.wish(s, 1.5), "trainer.max_time=00:00:00:01 reached");
+  }
+  EXPECT_EQ(bad_metric_error("", 41), "step 41: another rank logged a NaN/Inf metric; stopping");
+  EXPECT_EQ(bad_metric_error("step 41: g_loss is nan", 41), "step 41: g_loss is nan");
 }

@@ -1,8 +1,9 @@
 // The fit loop's callbacks: every feature around the step (metrics, samples,
 // checkpoints, rank status, progress, validation) is a Callback with one job,
 // called at named points of the loop (train/trainer.cpp). A callback that only
-// rank 0 needs is simply not registered elsewhere. Callbacks are called in
-// registration order at every point.
+// rank 0 needs is simply not registered elsewhere. Callbacks are called in the
+// order of their CallbackSlot at every point (what each one sees depends on
+// it: the slot says why it is where it is).
 //
 // Points, in loop order:
 //   on_fit_start        before the first batch (after a resume: the next one)
@@ -94,7 +95,7 @@ struct FitState {
   int64_t batch_size = 0;     ///< per rank
   Values values;              ///< the last batch's logged values (averaged where logged with sync)
   MetricInterval interval;    ///< everything logged since the last metrics row (batches, log_samples)
-  EmaWeights* ema = nullptr;  ///< the weights' EMA when ema.decay > 0 (samples are drawn with it)
+  EmaWeights* ema = nullptr;  ///< the weights' EMA when ema.decay > 0, the trainer's (samples are drawn with it)
   std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
 
   const ExperimentConfig& cfg() const { return model.cfg(); }
@@ -115,22 +116,41 @@ class Callback {
   virtual void on_exception(FitState&, const std::exception&) {}
 };
 
-/// The callbacks of one fit, called in registration order.
+/// Where a callback runs among the others, at every point, first to last.
+enum class CallbackSlot {
+  kEma,           ///< first: a batch's samples, rows and checkpoint see its EMA update
+  kRankStatus,    ///< every rank's status, before rank 0 writes rows
+  kSamples,       ///< before metrics: the final grid's logged values join the final row
+  kLrSchedulers,  ///< sets the lrs before each batch; before metrics: the lrs join each row
+  kMetrics,       ///< the row, after everything that adds to it
+  kProgress,      ///< after the row whose values it prints
+  kValidation,    ///< at an epoch's end: its own row, before the checkpoint
+  kQuality,       ///< its own row at its step, before the checkpoint
+  kUser,          ///< added by whoever drives the Trainer (Trainer::add_callback)
+  kCheckpoint,    ///< last: a checkpoint holds what every other callback did at its step
+};
+
+/// The callbacks of one fit, called in the order of their slots (those of one
+/// slot in the order they were added).
 class Callbacks {
  public:
-  void add(std::unique_ptr<Callback> cb) { list_.push_back(std::move(cb)); }
+  void add(CallbackSlot slot, std::unique_ptr<Callback> cb) {
+    auto at = std::upper_bound(list_.begin(), list_.end(), slot,
+                               [](CallbackSlot s, const auto& entry) { return s < entry.first; });
+    list_.emplace(at, slot, std::move(cb));
+  }
   template <class Point, class... Args>
   void call(Point point, FitState& fit, Args&&... args) {
-    for (auto& cb : list_) ((*cb).*point)(fit, args...);
+    for (auto& [slot, cb] : list_) ((*cb).*point)(fit, args...);
   }
 
  private:
-  std::vector<std::unique_ptr<Callback>> list_;
+  std::vector<std::pair<CallbackSlot, std::unique_ptr<Callback>>> list_;
 };
 
 // The built-in callbacks (each in its own file under train/callbacks/).
-/// Every rank, ema.decay > 0: the EMA of the weights after every batch, checkpointed.
-std::unique_ptr<Callback> ema_callback(FitState& fit);
+/// Every rank, ema.decay > 0: updates the trainer's EMA (FitState::ema) after every batch.
+std::unique_ptr<Callback> ema_callback();
 /// Every rank: optimizers.<name>.scheduler sets the lrs before each batch; rank 0 logs lr-<name>.
 std::unique_ptr<Callback> lr_scheduler_callback(FitState& fit);
 /// Every rank: its status at every log step -> ranks.csv + stream (rank 0).

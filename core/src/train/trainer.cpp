@@ -20,6 +20,7 @@
 #include "train/accelerator.hpp"
 #include "train/callback.hpp"
 #include "train/ema.hpp"
+#include "train/fit_stop.hpp"
 #include "train/model.hpp"
 #include "train/run_outputs.hpp"
 #include "train/stop_agreement.hpp"
@@ -71,6 +72,7 @@ struct Trainer::Impl {
   std::unique_ptr<Accelerator> accel;
   std::unique_ptr<Model> model;
   std::unique_ptr<RunOutputs> out;  // rank 0
+  std::vector<std::unique_ptr<Callback>> user_callbacks;  // for the next fit (Trainer::add_callback)
 
   const ExperimentConfig& cfg() const { return model->cfg(); }
 
@@ -219,7 +221,12 @@ struct Trainer::Impl {
     // The callbacks that check config keys against the plugin (ema.modules,
     // a schedule's length) are built before rank 0 writes anything, so that a
     // refused run leaves an unused run directory (which the runner removes).
-    std::unique_ptr<Callback> ema = cfg().ema.decay > 0 ? ema_callback(fit) : nullptr;
+    std::unique_ptr<EmaWeights> ema;  // the trainer's: the EMA callback updates it, samples and checkpoints read it
+    if (cfg().ema.decay > 0) {
+      ema = std::make_unique<EmaWeights>(cfg().ema, model->modules(), fit.state.extra, cfg().where("ema.modules"));
+      for (const auto& [key, t] : ema->state()) fit.state.extra[key] = t;
+      fit.ema = ema.get();
+    }
     std::unique_ptr<Callback> lr_schedulers = lr_scheduler_callback(fit);
     std::unique_ptr<Callback> quality = cfg().metrics.quality_every_n_steps > 0 ? quality_callback(fit) : nullptr;
     if (accel->is_zero()) {
@@ -228,16 +235,19 @@ struct Trainer::Impl {
       model->set_image_sink([this](const std::string& tag, int64_t step, const torch::Tensor& images, double low,
                                    double high) { out->image(tag, step, images, low, high); });
     }
-    Callbacks callbacks;  // in this order at every point
-    if (ema) callbacks.add(std::move(ema));  // first: the samples and checkpoints see this batch's EMA
-    callbacks.add(rank_status_callback(fit));
-    if (out) callbacks.add(samples_callback());    // before metrics: the final grid's values join the final row
-    callbacks.add(std::move(lr_schedulers));       // before metrics: the lrs join each row
-    if (out) callbacks.add(metrics_callback());
-    if (out) callbacks.add(progress_callback());
-    if (val_loader) callbacks.add(validation_callback(std::move(val_loader)));
-    if (quality) callbacks.add(std::move(quality));
-    callbacks.add(checkpoint_callback());
+    Callbacks callbacks;  // called in the order of their slots (callback.hpp says why each is where)
+    using Slot = CallbackSlot;
+    if (ema) callbacks.add(Slot::kEma, ema_callback());
+    callbacks.add(Slot::kRankStatus, rank_status_callback(fit));
+    if (out) callbacks.add(Slot::kSamples, samples_callback());
+    callbacks.add(Slot::kLrSchedulers, std::move(lr_schedulers));
+    if (out) callbacks.add(Slot::kMetrics, metrics_callback());
+    if (out) callbacks.add(Slot::kProgress, progress_callback());
+    if (val_loader) callbacks.add(Slot::kValidation, validation_callback(std::move(val_loader)));
+    if (quality) callbacks.add(Slot::kQuality, std::move(quality));
+    for (auto& cb : user_callbacks) callbacks.add(Slot::kUser, std::move(cb));
+    user_callbacks.clear();
+    callbacks.add(Slot::kCheckpoint, checkpoint_callback());
     try {
       return loop(fit, loader, callbacks);
     } catch (const std::exception& e) {
@@ -260,14 +270,15 @@ struct Trainer::Impl {
     if (!defer_reads()) return false;
     const std::string bad = read_pending(pending, fit);
     const StopAgreement::Verdict v = agreement.agree(false, bad);
-    if (v.bad_metric || !bad.empty()) {
-      const std::string& mine = agreement.own_bad();
-      if (out && !mine.empty()) out->event("nan", fit.state.global_step, mine);
-      throw TrainingError(!mine.empty() ? mine
-                                        : "step " + std::to_string(fit.state.global_step - 1) +
-                                              ": another rank logged a NaN/Inf metric; stopping");
-    }
+    if (v.bad_metric || !bad.empty()) fail_on_bad_metric(fit, agreement);
     return v.stop;
+  }
+
+  // A NaN/Inf metric on any rank: the event (rank 0, when it saw it) and the error.
+  [[noreturn]] void fail_on_bad_metric(FitState& fit, const StopAgreement& agreement) {
+    const std::string& mine = agreement.own_bad();
+    if (out && !mine.empty()) out->event("nan", fit.state.global_step, mine);
+    throw TrainingError(bad_metric_error(mine, fit.state.global_step - 1));
   }
 
   FitResult loop(FitState& fit, DataLoader& loader, Callbacks& callbacks) {
@@ -276,28 +287,19 @@ struct Trainer::Impl {
     const std::vector<torch::Tensor> buffers = model->buffers();
     const bool buffers_every_step = t.broadcast_buffers == "every_step";
     StopAgreement agreement(accel->group());
+    FitStop stop(t, fit.total_steps);  // every reason to stop goes here
     const bool defer = defer_reads();
     std::vector<PendingStep> pending;  // batches whose values are not read yet (defer)
-    const double max_time = t.max_time_seconds();
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    auto signal_name = [](int sig) -> std::string {
-      const char* name = sigabbrev_np(sig);
-      return name ? std::string("SIG") + name : "?";
-    };
     auto every = [&](int64_t n) { return n > 0 && s.global_step % n == 0; };
 
     callbacks.call(&Callback::on_fit_start, fit);
     const int64_t first_step = s.global_step;
-    std::string reason;  // what ended the run, for the stop line
-    auto limit = [&](const char* key, const std::string& value) {
-      return std::string("trainer.") + key + "=" + value + " reached";
-    };
-    bool done = fit.total_steps > 0 && s.global_step >= fit.total_steps;
-    if (done) reason = "already at step " + std::to_string(s.global_step) + " of " + std::to_string(fit.total_steps);
-    while (!done) {
+    stop.at_start(s);
+    while (!stop.done()) {
       loader.start_epoch(s.epoch, s.batch_in_epoch);
-      while (!done) {
+      while (!stop.done()) {
         auto batch = loader.next();
         if (!batch) break;
         accel->to_device(*batch);
@@ -320,52 +322,30 @@ struct Trainer::Impl {
         const bool read_now =
             !defer || every(t.log_every_n_steps) || image_due || ckpt_due || max_steps_reached;
         const std::string bad = read_now ? read_pending(pending, fit) : "";
-        std::string wish;  // why this rank wants to stop
-        if (max_steps_reached)
-          wish = limit("max_steps", std::to_string(t.max_steps));
-        else if (max_time > 0 && elapsed() >= max_time)
-          wish = limit("max_time", t.max_time);
-        else if (const int sig = stop_requested())
-          wish = "stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
-        if (!wish.empty() && reason.empty()) reason = wish;
+        const std::string wish = stop.wish(s, elapsed());  // why this rank wants to stop ("" if not)
         const StopAgreement::Verdict agreed = agreement.agree(!wish.empty(), bad);
-        if (agreed.bad_metric) {
-          const std::string& mine = agreement.own_bad();
-          if (out) out->event("nan", s.global_step, mine);
-          throw TrainingError(!mine.empty() ? mine
-                                            : "step " + std::to_string(s.global_step - 1) +
-                                                  ": another rank logged a NaN/Inf metric; stopping");
-        }
+        if (agreed.bad_metric) fail_on_bad_metric(fit, agreement);
         if ((image_due || ckpt_due) && !buffers_every_step) accel->broadcast(buffers);  // rank 0's, for readers
         callbacks.call(&Callback::on_batch_end, fit);
         if (image_due) callbacks.call(&Callback::on_image_step, fit);  // what log_samples logs joins this row
         if (every(t.log_every_n_steps)) callbacks.call(&Callback::on_log_step, fit);
         if (ckpt_due) callbacks.call(&Callback::on_checkpoint_step, fit);
-        if (agreed.stop || max_steps_reached) {
-          done = true;
-          if (reason.empty()) reason = "another rank asked to stop (its output says why)";
-        }
+        stop.after_batch(agreed.stop, max_steps_reached);
       }
       if (s.batch_in_epoch >= fit.per_epoch) {  // the epoch is complete
         // Epoch-end callbacks (validation, rows) see every batch's values.
-        if (settle(fit, agreement, pending) && !done) {
-          done = true;
-          if (reason.empty()) reason = "another rank asked to stop (its output says why)";
-        }
+        stop.after_batch(settle(fit, agreement, pending));
         callbacks.call(&Callback::on_epoch_end, fit);
         ++s.epoch;
         s.batch_in_epoch = 0;
-        if (t.max_epochs > 0 && s.epoch >= t.max_epochs && !done) {
-          done = true;
-          reason = limit("max_epochs", std::to_string(t.max_epochs));
-        }
+        stop.after_epoch(s);
       }
     }
     settle(fit, agreement, pending);
     FitResult result;
     result.seconds = elapsed();
     result.steps_run = s.global_step - first_step;
-    result.stop_reason = reason;
+    result.stop_reason = stop.reason();
     agreement.finish(s.global_step);
     callbacks.call(&Callback::on_train_end, fit);
     accel->broadcast(buffers);  // a collective: every rank has published its final status
@@ -402,5 +382,7 @@ Trainer::~Trainer() = default;
 FitResult Trainer::fit(const ImageDataset& train, const ImageDataset* val) { return impl_->fit(train, val); }
 
 FitResult Trainer::fit() { return impl_->fit_own(); }
+
+void Trainer::add_callback(std::unique_ptr<Callback> callback) { impl_->user_callbacks.push_back(std::move(callback)); }
 
 }  // namespace gantry

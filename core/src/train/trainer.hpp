@@ -17,6 +17,7 @@
 namespace gantry {
 
 struct TrainedSystem;
+class Callback;
 
 /// A system built from a config: the plugin found and checked, the system
 /// constructed from the `system:` keys, every key accounted for.
@@ -78,6 +79,10 @@ class GANTRY_CORE_EXPORT Trainer {
   FitResult fit(const ImageDataset& train, const ImageDataset* val = nullptr);
   /// Trains on the system's own data (Experiment::train_data, which must be set).
   FitResult fit();
+  /// Adds a callback (train/callback.hpp) to the next fit, at
+  /// CallbackSlot::kUser: after the built-in ones that write rows, before the
+  /// checkpoint. Tests record the loop's points with it.
+  void add_callback(std::unique_ptr<Callback> callback);
 
  private:
   struct Impl;

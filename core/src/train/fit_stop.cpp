@@ -1,0 +1,65 @@
+#include "train/fit_stop.hpp"
+
+#include <cstring>
+
+#include "runtime/runtime.hpp"
+
+namespace gantry {
+
+namespace {
+
+std::string limit(const char* key, const std::string& value) {
+  return std::string("trainer.") + key + "=" + value + " reached";
+}
+
+std::string signal_name(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return name ? std::string("SIG") + name : "?";
+}
+
+const char* const kOtherRank = "another rank asked to stop (its output says why)";
+
+}  // namespace
+
+FitStop::FitStop(const TrainerOptions& trainer, int64_t total_steps)
+    : t_(trainer), total_steps_(total_steps), max_time_(trainer.max_time_seconds()) {}
+
+void FitStop::stop(const std::string& why) {
+  done_ = true;
+  if (reason_.empty()) reason_ = why;
+}
+
+void FitStop::at_start(const TrainState& s) {
+  if (total_steps_ > 0 && s.global_step >= total_steps_)
+    stop("already at step " + std::to_string(s.global_step) + " of " + std::to_string(total_steps_));
+}
+
+std::string FitStop::wish(const TrainState& s, double elapsed_s) {
+  std::string why;
+  if (t_.max_steps > 0 && s.global_step >= t_.max_steps)
+    why = limit("max_steps", std::to_string(t_.max_steps));
+  else if (max_time_ > 0 && elapsed_s >= max_time_)
+    why = limit("max_time", t_.max_time);
+  else if (const int sig = stop_requested())
+    why = "stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+  if (!why.empty() && reason_.empty()) reason_ = why;
+  return why;
+}
+
+void FitStop::after_batch(bool agreed, bool max_steps_reached) {
+  if (agreed || max_steps_reached) stop(kOtherRank);
+}
+
+void FitStop::after_epoch(const TrainState& s) {
+  // max_epochs is the reason even over a wish not yet agreed (as it ends this batch).
+  if (t_.max_epochs > 0 && s.epoch >= t_.max_epochs && !done_) {
+    done_ = true;
+    reason_ = limit("max_epochs", std::to_string(t_.max_epochs));
+  }
+}
+
+std::string bad_metric_error(const std::string& own, int64_t step) {
+  return !own.empty() ? own : "step " + std::to_string(step) + ": another rank logged a NaN/Inf metric; stopping";
+}
+
+}  // namespace gantry

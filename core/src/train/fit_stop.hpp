@@ -1,0 +1,54 @@
+// Why the fit loop stops, in one place (Lightning's _FitLoop.done gathers
+// every stop reason in one property): each limit, stop signal, the ranks'
+// stop agreement and an epoch limit is fed to one FitStop; the loop asks
+// done(), the run reports reason(). A NaN/Inf metric does not stop the loop
+// here: it fails the run (bad_metric_error). Early stopping (a rule on a
+// monitored metric) is one more feed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/config.hpp"
+#include "train/checkpoint.hpp"
+
+namespace gantry {
+
+class FitStop {
+ public:
+  /// `total_steps`: the batches max_epochs and max_steps allow (-1: none).
+  FitStop(const TrainerOptions& trainer, int64_t total_steps);
+
+  /// Before the first batch: a resumed run that is already at its end.
+  void at_start(const TrainState& s);
+  /// This rank's own wish to stop after a batch, "" for none: max_steps,
+  /// max_time (`elapsed_s` since the loop began), a stop signal. The first
+  /// wish becomes the reason (the ranks agree on it a batch later).
+  std::string wish(const TrainState& s, double elapsed_s);
+  /// After a batch, or the extra agreement round at an epoch's end:
+  /// `agreed`, the ranks' verdict; `max_steps_reached` stops this rank at once
+  /// (every rank reaches it at the same batch).
+  void after_batch(bool agreed, bool max_steps_reached = false);
+  /// After an epoch (`s.epoch` counts it): max_epochs.
+  void after_epoch(const TrainState& s);
+
+  bool done() const { return done_; }
+  /// What ended the run: "trainer.max_steps=1500 reached", "stopped by signal 15 (SIGTERM)", ...
+  const std::string& reason() const { return reason_; }
+
+ private:
+  void stop(const std::string& why);  // done; the first reason recorded stays
+
+  const TrainerOptions& t_;
+  int64_t total_steps_;
+  double max_time_;
+  bool done_ = false;
+  std::string reason_;
+};
+
+/// The error a NaN/Inf metric ends the run with: this rank's own message
+/// (`own`, naming the value and its step) or, when another rank saw it, one
+/// naming the step (`step`: the batch it happened after).
+std::string bad_metric_error(const std::string& own, int64_t step);
+
+}  // namespace gantry
