@@ -4,6 +4,7 @@
 # preset builds against LibTorch 2.x from the torch wheel (scripts/torch2.sh
 # installs it into a virtual environment outside the tree).
 # Used by both README commands: scripts/demo.sh and scripts/test.sh.
+# GANTRY_TARGETS: build only these targets (the demo: gantry gan); default all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,4 +47,5 @@ if [[ $preset == cuda ]]; then
   export Torch_DIR
 fi
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset"
+targets=(${GANTRY_TARGETS:-})
+cmake --build --preset "$preset" ${targets[@]:+--target "${targets[@]}"}
