@@ -5,7 +5,10 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <ctime>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -15,6 +18,8 @@
 #include "config/dist_env.hpp"
 #include "config/errors.hpp"
 #include "dist/distributed.hpp"
+#include "dist/shm_allreduce.hpp"
+#include "runtime/runtime.hpp"
 #include "train/checkpoint.hpp"
 #include "train/trainer.hpp"
 #include "support.hpp"
@@ -440,4 +445,119 @@ TEST(Distributed, ValidationAveragesOverEveryRanksShard) {
   const double want = torch::cross_entropy_loss(exp.system->forward(b.input), b.target).item<double>();
   // Per-batch float32 losses averaged in another order: ~1e-7 relative.
   EXPECT_NEAR(logged, want, 1e-5 * want) << "rank 0's shard alone, or another split";
+}
+
+// ---- the shared-memory exchange waiting for a peer -----------------------------
+
+namespace {
+
+// The CPU seconds this thread has used.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// A child process that maps the segment as rank 0 and then exits at once
+// (`stay` false) or stays alive without ever arriving (true). Returns its pid.
+pid_t rank_zero_child(const std::string& name, bool stay) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    { ShmAllreduce zero(name, 0, 2, 16, true, 60); }
+    if (stay) ::pause();
+    ::_exit(0);
+  }
+  return pid;
+}
+
+// Busy threads on every core while they live (more runnable threads than cores,
+// as 4 ranks on 2 cores).
+struct BusyCores {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  explicit BusyCores(unsigned n) {
+    for (unsigned i = 0; i < n; ++i)
+      threads.emplace_back([this] {
+        volatile uint64_t x = 0;
+        while (!stop.load(std::memory_order_relaxed)) ++x;
+      });
+  }
+  ~BusyCores() {
+    stop = true;
+    for (auto& t : threads) t.join();
+  }
+};
+
+}  // namespace
+
+// A rank waiting in the exchange for a rank that died notices at once and
+// spends ~no CPU doing it, also when other threads hold every core (the
+// fault campaign: 4 ranks on 2 cores, kill -9 of rank 0: the survivors
+// yielded ~350 times a second and checked for a dead peer only after 20,000
+// yields, burning full CPU for 46 s).
+TEST(ShmAllreduce, AWaitForADeadRankEndsAtOnceAndCostsNoCpu) {
+  const std::string name = "/gantry-test-dead-" + std::to_string(::getpid());
+  const pid_t child = rank_zero_child(name, false);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ShmAllreduce one(name, 1, 2, 16, false, 60);
+  one.unlink();
+  BusyCores busy(2 * std::max(1u, std::thread::hardware_concurrency()));
+  const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = thread_cpu_seconds();
+  std::string err;
+  try {
+    one.run(1.0f);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = thread_cpu_seconds() - cpu0;
+  std::cout << "dead peer noticed after " << wall << " s, " << cpu << " s of CPU\n";
+  EXPECT_NE(err.find("rank 1: rank 0 (pid " + std::to_string(child) + ") exited during the gradient exchange"),
+            std::string::npos)
+      << err;
+  EXPECT_LT(wall, 2.0);
+  EXPECT_LT(cpu, 0.5);
+}
+
+// Asked to stop (SIGTERM) while a live peer never arrives (stopped, or stuck):
+// the rank waits the grace and then ends with a line naming who it waited
+// for, instead of spinning until the launcher's SIGKILL.
+TEST(ShmAllreduce, AStopSignalEndsAWaitForAStuckRankWithALine) {
+  const std::string name = "/gantry-test-stuck-" + std::to_string(::getpid());
+  const pid_t child = rank_zero_child(name, true);
+  std::unique_ptr<ShmAllreduce> one;
+  for (int i = 0; i < 200 && !one; ++i) {  // the child creates it
+    try {
+      one = std::make_unique<ShmAllreduce>(name, 1, 2, 16, false, 60, /*stop_grace_s=*/0.3);
+    } catch (const Error&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  ASSERT_TRUE(one);
+  one->unlink();
+  install_stop_signals();
+  std::thread signaller([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::kill(::getpid(), SIGTERM);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string err;
+  try {
+    one->run(1.0f);
+  } catch (const Error& e) {
+    err = e.what();
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  signaller.join();
+  clear_stop_request();
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2}) std::signal(sig, SIG_DFL);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_NE(err.find("rank 1: stopped by signal 15 while waiting "), std::string::npos) << err;
+  EXPECT_NE(err.find(" s for rank(s) 0 at the gradient exchange (every rank's gradients written)"), std::string::npos)
+      << err;
+  EXPECT_GT(wall, 0.45);  // the signal at 0.2 s, then the grace
+  EXPECT_LT(wall, 3.0);
 }

@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include "config/errors.hpp"
+#include "runtime/runtime.hpp"
 
 namespace gantry {
 
@@ -36,8 +38,8 @@ bool gone(int64_t pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) !=
 }  // namespace
 
 ShmAllreduce::ShmAllreduce(const std::string& name, int rank, int world, size_t count, bool create,
-                           double timeout_s)
-    : name_(name), rank_(rank), world_(world), count_(count), timeout_s_(timeout_s) {
+                           double timeout_s, double stop_grace_s)
+    : name_(name), rank_(rank), world_(world), count_(count), timeout_s_(timeout_s), stop_grace_s_(stop_grace_s) {
   static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters need lock-free atomics");
   bytes_ = header_bytes(world) + (static_cast<size_t>(world) + 1) * count * sizeof(float);
   const int fd = create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : ::shm_open(name.c_str(), O_RDWR, 0);
@@ -69,34 +71,62 @@ ShmAllreduce::~ShmAllreduce() {
 void ShmAllreduce::unlink() { ::shm_unlink(name_.c_str()); }
 
 
+std::string ShmAllreduce::missing_ranks() const {
+  std::string who;
+  for (int r = 0; r < world_; ++r)
+    if (counter(map_, r).load(std::memory_order_acquire) < phase_) who += (who.empty() ? "" : ", ") + std::to_string(r);
+  return who;
+}
+
 void ShmAllreduce::barrier(const char* what) {
+  using Clock = std::chrono::steady_clock;
   ++phase_;
   counter(map_, rank_).store(phase_, std::memory_order_release);
-  const auto start = std::chrono::steady_clock::now();
-  for (uint64_t spins = 0;; ++spins) {
-    int missing = 0;
-    for (int r = 0; r < world_; ++r) missing += counter(map_, r).load(std::memory_order_acquire) < phase_;
-    if (!missing) return;
-    if (spins < 2000) continue;  // the others are usually a few microseconds away
-    if (spins < 20000) {
-      sched_yield();
-      continue;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if ((spins & 255) != 0) continue;
-    // Every ~15 ms: a rank whose process is gone will not come (ranks share this host).
+  auto arrived = [&] {
+    for (int r = 0; r < world_; ++r)
+      if (counter(map_, r).load(std::memory_order_acquire) < phase_) return false;
+    return true;
+  };
+  // The others are usually microseconds away: spin first, by the clock (a
+  // count of spins or yields means nothing when ranks outnumber cores).
+  const auto start = Clock::now();
+  auto waited = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  while (waited() < 50e-6)
+    if (arrived()) return;
+  while (waited() < 1e-3) {
+    if (arrived()) return;
+    sched_yield();
+  }
+  auto nap = std::chrono::microseconds(50);
+  double next_check = 0, stop_seen = -1;
+  for (;;) {
+    if (arrived()) return;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::microseconds(2000));
+    const double t = waited();
+    if (t < next_check) continue;
+    next_check = t + 0.01;
+    // A rank whose process is gone will not come (ranks share this host).
     for (int r = 0; r < world_; ++r)
       if (counter(map_, r).load() < phase_ && gone(pid_of(map_, r).load()))
         throw Error("rank " + std::to_string(rank_) + ": rank " + std::to_string(r) + " (pid " +
                     std::to_string(pid_of(map_, r).load()) + ") exited during the gradient exchange (" + what +
                     "); its output says why");
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s_) {
-      std::string who;
-      for (int r = 0; r < world_; ++r)
-        if (counter(map_, r).load() < phase_) who += (who.empty() ? "" : ", ") + std::to_string(r);
-      throw Error("rank " + std::to_string(rank_) + ": rank(s) " + who + " did not reach the gradient exchange (" +
-                  what + ") within " + std::to_string(static_cast<int>(timeout_s_)) +
+    if (t > timeout_s_)
+      throw Error("rank " + std::to_string(rank_) + ": rank(s) " + missing_ranks() +
+                  " did not reach the gradient exchange (" + what + ") within " +
+                  std::to_string(static_cast<int>(timeout_s_)) +
                   " s (trainer.dist_timeout); if a rank died, its output says why");
+    // Asked to stop: a live peer still gets stop_grace_s to arrive (it was
+    // signalled too and is finishing its step); then this rank says so and ends.
+    if (const int sig = stop_requested()) {
+      if (stop_seen < 0) stop_seen = t;
+      if (t - stop_seen > stop_grace_s_) {
+        char waited_s[32];
+        std::snprintf(waited_s, sizeof waited_s, "%.1f", t);
+        throw Error("rank " + std::to_string(rank_) + ": stopped by signal " + std::to_string(sig) + " while waiting " +
+                    waited_s + " s for rank(s) " + missing_ranks() + " at the gradient exchange (" + what + ")");
+      }
     }
   }
 }

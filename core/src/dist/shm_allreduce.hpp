@@ -19,10 +19,16 @@ namespace gantry {
 class GANTRY_CORE_EXPORT ShmAllreduce {
  public:
   /// Maps segment `name` ("/gantry-..."; rank 0 creates it, the others open it
-  /// once rank 0 has) with `count` floats per rank. A barrier throws
-  /// gantry::Error at once when a missing rank's process has exited (ranks
-  /// register their pids), else after `timeout_s`, naming the ranks.
-  ShmAllreduce(const std::string& name, int rank, int world, size_t count, bool create, double timeout_s);
+  /// once rank 0 has) with `count` floats per rank. A barrier waits by
+  /// spinning ~50 us, then yielding until ~1 ms, then sleeping (50 us growing
+  /// to 2 ms: a rank waiting for a dead or stopped peer costs ~no CPU, also
+  /// with more ranks than cores); every ~10 ms of waiting it throws
+  /// gantry::Error when a missing rank's process has exited (ranks register
+  /// their pids), after `timeout_s` naming the missing ranks, and within
+  /// `stop_grace_s` of a stop signal (SIGTERM, SIGINT, SIGUSR1/2:
+  /// runtime.hpp's stop_requested()) naming the ranks it was still waiting for.
+  ShmAllreduce(const std::string& name, int rank, int world, size_t count, bool create, double timeout_s,
+               double stop_grace_s = 5.0);
   ~ShmAllreduce();
   ShmAllreduce(const ShmAllreduce&) = delete;
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
@@ -38,11 +44,12 @@ class GANTRY_CORE_EXPORT ShmAllreduce {
 
  private:
   void barrier(const char* what);
+  std::string missing_ranks() const;  // "0, 3": those not at the current barrier
 
   std::string name_;
   int rank_, world_;
   size_t count_, bytes_ = 0;
-  double timeout_s_;
+  double timeout_s_, stop_grace_s_;
   void* map_ = nullptr;
   std::atomic<uint64_t>* arrived_ = nullptr;  // per rank: barriers passed (one cache line each)
   float* data_ = nullptr;                     // world slots, then the result
