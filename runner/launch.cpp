@@ -31,7 +31,7 @@ std::atomic<int> g_signal{0};
 std::atomic<int> g_signal_count{0};
 
 extern "C" void on_launcher_signal(int sig) {
-  g_signal.store(sig);
+  g_signal.store(sig == SIGHUP ? SIGTERM : sig);
   g_signal_count.fetch_add(1);
 }
 
@@ -123,6 +123,12 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // Forwarded to the ranks, not the launcher's death: USR1/USR2 as they are
+  // (stop and save; a preemption), HUP (the terminal went away) as TERM.
+  sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGUSR2, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // our own stdout's reader gone: the ranks' lines are lost, the ranks are not
 
   std::vector<Child> children(n);
   for (int r = 0; r < n; ++r) {

@@ -139,15 +139,26 @@ std::string run_dir_for(const ExperimentConfig& cfg, const std::string& resume, 
 }
 
 // After a SIGUSR1/SIGUSR2 stop under SLURM: requeue the job; it resumes by itself.
-void requeue_if_asked(int stop_signal, bool zero) {
+// After a stop by `stop_signal`: whether the job will come back. Rank 0 of a
+// SLURM job stopped by USR1/USR2 requeues it (the other ranks count on it);
+// a stop anywhere else is only a stop, said in one line.
+bool requeue_if_asked(int stop_signal, bool zero) {
+  if (!requeue_follows(stop_signal)) {
+    if (zero && (stop_signal == SIGUSR1 || stop_signal == SIGUSR2))
+      std::printf("stopped by SIG%s outside SLURM: nothing requeues this run; resume it with trainer.resume=auto\n",
+                  sigabbrev_np(stop_signal));
+    return false;
+  }
+  if (!zero) return true;
   const char* job = std::getenv("SLURM_JOB_ID");
-  if (!zero || !job || (stop_signal != SIGUSR1 && stop_signal != SIGUSR2)) return;
   const std::string cmd = std::string("scontrol requeue ") + job;
   const int rc = std::system(cmd.c_str());
-  if (rc == 0)
+  if (rc == 0) {
     std::printf("requeued SLURM job %s: it will resume from the checkpoint\n", job);
-  else
-    std::fprintf(stderr, "warning: `%s` failed (exit %d): the job was not requeued\n", cmd.c_str(), rc);
+    return true;
+  }
+  std::fprintf(stderr, "warning: `%s` failed (exit %d): the job was not requeued\n", cmd.c_str(), rc);
+  return false;
 }
 
 int cmd_train(const std::string& config_path, const std::vector<std::string>& overrides) {
@@ -189,8 +200,8 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
   Trainer trainer(std::move(exp), run_dir, dist);
   const FitResult r = own_data ? trainer.fit() : trainer.fit(*train, val ? &*val : nullptr);
   fresh.keep();
-  const bool preempted = r.stop_signal == SIGUSR1 || r.stop_signal == SIGUSR2;
-  requeue_if_asked(r.stop_signal, zero);
+  // Exit 0 only when the job comes back (a requeue); any other stop is 128 + signal.
+  const bool preempted = requeue_if_asked(r.stop_signal, zero);
   // Replicas that differ are not data parallelism: fail the run on every rank
   // (what was trained is saved; the checkpoint holds rank 0's parameters).
   if (!r.replicas_identical)

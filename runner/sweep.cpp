@@ -372,10 +372,17 @@ int sweep(const std::string& config, const std::vector<std::string>& args, const
       if (p.pid != pid || p.status != "running") continue;
       --running;
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      // Done only when it reached its limit (exit 0); a point stopped by a
+      // signal (128 + SIGUSR1 outside SLURM, SIGTERM, ...) saved a checkpoint
+      // and resumes on the next run of the sweep.
+      const int sig = code > 128 ? code - 128 : 0;
+      const bool stop_signal = sig == SIGTERM || sig == SIGINT || sig == SIGUSR1 || sig == SIGUSR2 || sig == SIGHUP;
       if (code == 0)
         p.status = "done";
       else if (forwarded)
         p.status = "stopped";
+      else if (stop_signal)
+        p.status = std::string("stopped (SIG") + sigabbrev_np(sig) + ")";
       else
         p.status = "failed (exit " + std::to_string(code) + ")";
       std::printf("sweep: %s: %s%s\n", p.label.c_str(), p.status.c_str(),

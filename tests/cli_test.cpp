@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <set>
 #include <thread>
 
@@ -465,4 +467,91 @@ TEST(Sweep, AFailedPointIsReportedAndTheOthersFinish) {
   const CommandResult again = run_gantry(cmd, dir.path());
   EXPECT_NE(again.out.find("1 done already"), std::string::npos) << again.out;
   EXPECT_NE(again.out.find("sweep: path=_nonexistent: started"), std::string::npos) << again.out;
+}
+
+// ---- a stop by signal outside SLURM (the third fault campaign) -----------------
+
+namespace {
+
+// The kinds of the events a run's stream log holds, in order.
+std::vector<std::string> event_kinds(const std::filesystem::path& run) {
+  std::vector<std::string> kinds;
+  for (const auto& f : gantry::wire::replay((run / "stream.gantrylog").string()).frames)
+    if (const auto* e = std::get_if<gantry::wire::Event>(&gantry::wire::decode(f).payload)) kinds.push_back(e->kind);
+  return kinds;
+}
+
+// The newest row's step of a metrics.csv (0 when none yet).
+long last_step(const std::filesystem::path& csv) {
+  const auto rows = lines_of(gantry::test::read_text(csv.string()));
+  return rows.size() < 2 ? 0 : std::atol(rows.back().c_str());
+}
+
+// Waits until `csv` has a row at or past `step` (at most 60 s).
+bool wait_for_step(const std::filesystem::path& csv, long step) {
+  for (int i = 0; i < 600; ++i) {
+    if (last_step(csv) >= step) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+}  // namespace
+
+// SIGUSR1 on a run outside SLURM: nothing requeues it, so it is a stop, not
+// a preemption: the checkpoint at the stop step, a "stopped" event (never
+// "requeued"), one line saying how to resume, and exit 128 + 10. (It exited
+// 0 with a "requeued" event, and a sweep then recorded the point as done.)
+TEST(Cli, ASigusr1OutsideSlurmStopsAndSavesButIsNoRequeue) {
+  TempDir dir;
+  const auto run = dir.path() / "runs/tiny/latest";
+  const pid_t pid = gantry::test::spawn_gantry("train '" + kTiny + "' trainer.max_steps=1000000", dir.path(),
+                                               dir / "train.log");
+  ASSERT_TRUE(wait_for_step(run / "metrics.csv", 20)) << gantry::test::read_text(dir / "train.log");
+  ::kill(pid, SIGUSR1);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string out = gantry::test::read_text(dir / "train.log");
+  ASSERT_TRUE(WIFEXITED(status)) << out;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGUSR1) << out;
+  EXPECT_NE(out.find("stopped by SIGUSR1 outside SLURM: nothing requeues this run; resume it with trainer.resume=auto"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("requeued"), std::string::npos) << out;
+  const auto kinds = event_kinds(run);
+  ASSERT_FALSE(kinds.empty());
+  EXPECT_EQ(kinds.back(), "stopped");
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "requeued"), 0);
+  const long stopped_at = last_step(run / "metrics.csv");
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%07ld.ckpt", stopped_at);
+  EXPECT_TRUE(std::filesystem::exists(run / "checkpoints" / name)) << name << "\n" << out;
+}
+
+// In a sweep, a point stopped by SIGUSR1 is recorded stopped, not done, and
+// not ranked; the other point finishes.
+TEST(Sweep, APointStoppedBySigusr1IsNotDone) {
+  TempDir dir;
+  const pid_t sweep = gantry::test::spawn_gantry("sweep '" + kTinyConfig + "'" + tiny_plugin_arg() +
+                                                     " trainer.max_steps=1000000,40 --parallel 2",
+                                                 dir.path(), dir / "sweep.log");
+  const auto sweep_dir = dir.path() / "runs/tiny/sweep";
+  ASSERT_TRUE(wait_for_step(sweep_dir / "max_steps=1000000/latest/metrics.csv", 20))
+      << gantry::test::read_text(dir / "sweep.log");
+  pid_t long_point = 0;
+  for (const auto& [pid, rank] : gantry::test::children_of(sweep)) {
+    std::string cmdline = gantry::test::read_text("/proc/" + std::to_string(pid) + "/cmdline");
+    if (cmdline.find("trainer.max_steps=1000000") != std::string::npos) long_point = pid;
+  }
+  ASSERT_GT(long_point, 0) << gantry::test::read_text(dir / "sweep.log");
+  ::kill(long_point, SIGUSR1);
+  int status = 0;
+  ::waitpid(sweep, &status, 0);
+  const std::string out = gantry::test::read_text(dir / "sweep.log");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << out;
+  const auto tsv = lines_of(gantry::test::read_text(sweep_dir / "sweep.tsv"));
+  ASSERT_EQ(tsv.size(), 3u) << out;
+  EXPECT_EQ(tsv[1], "max_steps=1000000\tstopped (SIGUSR1)") << out;
+  EXPECT_EQ(tsv[2], "max_steps=40\tdone") << out;
+  EXPECT_NE(out.find("best by final loss (smallest): max_steps=40 "), std::string::npos) << out;
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <sstream>
@@ -23,6 +24,8 @@
 #include "train/checkpoint.hpp"
 #include "train/trainer.hpp"
 #include "support.hpp"
+#include "wire/message.hpp"
+#include "wire/record_log.hpp"
 
 using namespace gantry;
 using gantry::test::kDemo;
@@ -379,6 +382,20 @@ TEST(Distributed, RanksDieWithTheirLauncher) {
   for (const auto& [rank, pid] : ranks)
     if (::kill(pid, 0) == 0) ::kill(pid, SIGKILL);
   std::cout << "ranks gone " << took << " s after the launcher was killed\n";
+  // They stopped as for SIGTERM (PR_SET_PDEATHSIG), though their stdout's
+  // reader is gone (rank 0 died of SIGPIPE writing its progress line): the
+  // checkpoint at the stop step, the metrics up to it, the end event.
+  const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
+  const auto rows = gantry::test::lines_of(gantry::test::read_text(run / "metrics.csv"));
+  ASSERT_GE(rows.size(), 2u);
+  const long stopped_at = std::atol(rows.back().c_str());
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%07ld.ckpt", stopped_at);
+  EXPECT_TRUE(std::filesystem::exists(run / "checkpoints" / name)) << name << " missing: the stop lost its checkpoint";
+  std::string last_kind;
+  for (const auto& f : gantry::wire::replay((run / "stream.gantrylog").string()).frames)
+    if (const auto* e = std::get_if<gantry::wire::Event>(&gantry::wire::decode(f).payload)) last_kind = e->kind;
+  EXPECT_EQ(last_kind, "stopped");
 }
 
 TEST(Distributed, ReplicasThatDivergeFailTheRun) {

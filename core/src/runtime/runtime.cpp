@@ -159,6 +159,12 @@ void install_stop_signals() {
   // stop at the next step boundary and save, instead of the default (death).
   sigaction(SIGUSR1, &sa, nullptr);
   sigaction(SIGUSR2, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+bool requeue_follows(int sig) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  return (sig == SIGUSR1 || sig == SIGUSR2) && job && *job;
 }
 
 int stop_requested() { return g_stop.load(); }

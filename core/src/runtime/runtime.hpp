@@ -53,8 +53,15 @@ GANTRY_CORE_EXPORT size_t advise_huge_heap();
 
 /// SIGINT / SIGTERM / SIGUSR1 / SIGUSR2 ask the trainer to stop at the next
 /// step boundary and save (the handler only sets a flag); a second SIGINT
-/// exits at once with 130.
+/// exits at once with 130. SIGPIPE is ignored: a rank whose stdout reader
+/// died (its launcher, killed) must still save its checkpoint, and a failed
+/// write of a progress line is not fatal.
 GANTRY_CORE_EXPORT void install_stop_signals();
+/// Whether a stop by `sig` is a preemption that a requeue follows: SIGUSR1 or
+/// SIGUSR2 (SLURM's --signal) inside a SLURM job (SLURM_JOB_ID set), where
+/// rank 0 calls `scontrol requeue`. Anywhere else nothing requeues the run:
+/// it is stopped (exit 128 + sig), resumable with trainer.resume=auto.
+GANTRY_CORE_EXPORT bool requeue_follows(int sig);
 /// The signal that asked to stop, or 0.
 GANTRY_CORE_EXPORT int stop_requested();
 /// Clears the flag (tests).

@@ -354,7 +354,7 @@ struct Trainer::Impl {
     result.stop_signal = stop_requested();
     if (out) {
       const int sig = result.stop_signal;
-      out->event(sig == SIGUSR1 || sig == SIGUSR2 ? "requeued" : sig ? "stopped" : "finished", s.global_step,
+      out->event(requeue_follows(sig) ? "requeued" : sig ? "stopped" : "finished", s.global_step,
                  sig ? "stopped by signal " + std::to_string(sig) : "finished");
       out->flush();
     }
