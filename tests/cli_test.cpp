@@ -502,30 +502,37 @@ bool wait_for_step(const std::filesystem::path& csv, long step) {
 // a preemption: the checkpoint at the stop step, a "stopped" event (never
 // "requeued"), one line saying how to resume, and exit 128 + 10. (It exited
 // 0 with a "requeued" event, and a sweep then recorded the point as done.)
-TEST(Cli, ASigusr1OutsideSlurmStopsAndSavesButIsNoRequeue) {
-  TempDir dir;
-  const auto run = dir.path() / "runs/tiny/latest";
-  const pid_t pid = gantry::test::spawn_gantry("train '" + kTiny + "' trainer.max_steps=1000000", dir.path(),
-                                               dir / "train.log");
-  ASSERT_TRUE(wait_for_step(run / "metrics.csv", 20)) << gantry::test::read_text(dir / "train.log");
-  ::kill(pid, SIGUSR1);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  const std::string out = gantry::test::read_text(dir / "train.log");
-  ASSERT_TRUE(WIFEXITED(status)) << out;
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGUSR1) << out;
-  EXPECT_NE(out.find("stopped by SIGUSR1 outside SLURM: nothing requeues this run; resume it with trainer.resume=auto"),
-            std::string::npos)
-      << out;
-  EXPECT_EQ(out.find("requeued"), std::string::npos) << out;
-  const auto kinds = event_kinds(run);
-  ASSERT_FALSE(kinds.empty());
-  EXPECT_EQ(kinds.back(), "stopped");
-  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "requeued"), 0);
-  const long stopped_at = last_step(run / "metrics.csv");
-  char name[64];
-  std::snprintf(name, sizeof name, "step_%07ld.ckpt", stopped_at);
-  EXPECT_TRUE(std::filesystem::exists(run / "checkpoints" / name)) << name << "\n" << out;
+// SIGHUP (a lost terminal or ssh session) stops and saves the same way (it
+// killed the run at once: no line, no checkpoint, no end event).
+TEST(Cli, Sigusr1OutsideSlurmAndSighupStopAndSaveButAreNoRequeue) {
+  for (const int sig : {SIGUSR1, SIGHUP}) {
+    TempDir dir;
+    const auto run = dir.path() / "runs/tiny/latest";
+    const pid_t pid = gantry::test::spawn_gantry("train '" + kTiny + "' trainer.max_steps=1000000", dir.path(),
+                                                 dir / "train.log");
+    ASSERT_TRUE(wait_for_step(run / "metrics.csv", 20)) << gantry::test::read_text(dir / "train.log");
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    const std::string out = gantry::test::read_text(dir / "train.log");
+    ASSERT_TRUE(WIFEXITED(status)) << sig << "\n" << out;
+    EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << out;
+    EXPECT_NE(out.find("stopped at step "), std::string::npos) << out;
+    if (sig == SIGUSR1)
+      EXPECT_NE(out.find("stopped by SIGUSR1 outside SLURM: nothing requeues this run; resume it with "
+                         "trainer.resume=auto"),
+                std::string::npos)
+          << out;
+    EXPECT_EQ(out.find("requeued"), std::string::npos) << out;
+    const auto kinds = event_kinds(run);
+    ASSERT_FALSE(kinds.empty()) << sig;
+    EXPECT_EQ(kinds.back(), "stopped") << sig;
+    EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "requeued"), 0);
+    const long stopped_at = last_step(run / "metrics.csv");
+    char name[64];
+    std::snprintf(name, sizeof name, "step_%07ld.ckpt", stopped_at);
+    EXPECT_TRUE(std::filesystem::exists(run / "checkpoints" / name)) << sig << ": " << name << "\n" << out;
+  }
 }
 
 // In a sweep, a point stopped by SIGUSR1 is recorded stopped, not done, and

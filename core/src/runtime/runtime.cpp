@@ -159,6 +159,9 @@ void install_stop_signals() {
   // stop at the next step boundary and save, instead of the default (death).
   sigaction(SIGUSR1, &sa, nullptr);
   sigaction(SIGUSR2, &sa, nullptr);
+  // A lost terminal or ssh session: stop and save as for SIGTERM, not death
+  // without a checkpoint (docs/trainer.md: detach with nohup, setsid or tmux).
+  sigaction(SIGHUP, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 }
 

@@ -51,9 +51,9 @@ GANTRY_CORE_EXPORT bool configure_allocator();
 /// (trainer.huge_pages).
 GANTRY_CORE_EXPORT size_t advise_huge_heap();
 
-/// SIGINT / SIGTERM / SIGUSR1 / SIGUSR2 ask the trainer to stop at the next
-/// step boundary and save (the handler only sets a flag); a second SIGINT
-/// exits at once with 130. SIGPIPE is ignored: a rank whose stdout reader
+/// SIGINT / SIGTERM / SIGUSR1 / SIGUSR2 / SIGHUP ask the trainer to stop at
+/// the next step boundary and save (the handler only sets a flag); a second
+/// SIGINT exits at once with 130. SIGPIPE is ignored: a rank whose stdout reader
 /// died (its launcher, killed) must still save its checkpoint, and a failed
 /// write of a progress line is not fatal.
 GANTRY_CORE_EXPORT void install_stop_signals();
