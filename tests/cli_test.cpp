@@ -562,3 +562,29 @@ TEST(Sweep, APointStoppedBySigusr1IsNotDone) {
   EXPECT_EQ(tsv[2], "max_steps=40\tdone") << out;
   EXPECT_NE(out.find("best by final loss (smallest): max_steps=40 "), std::string::npos) << out;
 }
+
+// A checkpoint's temp file left by a writer that is gone (Ctrl-C twice during
+// the final checkpoint: 24 MB that outlived resume=auto and keep_last) is
+// removed when the run directory is used again, saying so; a live writer's is not.
+TEST(Cli, AResumedRunRemovesTheTempFilesOfDeadWriters) {
+  TempDir dir;
+  ASSERT_EQ(run_gantry("train '" + kTiny + "' trainer.max_steps=10", dir.path()).exit_code, 0);
+  const auto ckpts = dir.path() / "runs/tiny/latest/checkpoints";
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const auto stale = ckpts / ("step_0000010.ckpt.tmp." + std::to_string(dead));
+  const auto live = ckpts / ("step_0000010.ckpt.tmp." + std::to_string(::getpid()));
+  gantry::test::write_text(stale.string(), "half a checkpoint");
+  gantry::test::write_text(live.string(), "being written");
+  const auto r = run_gantry("train '" + kTiny + "' trainer.max_steps=20 trainer.resume=auto", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  bool said = false;
+  for (const auto& line : lines_of(r.out))
+    said |= line.rfind("removed ", 0) == 0 &&
+            line.find("/checkpoints/" + stale.filename().string() + ": an unfinished write of a process that is gone") !=
+                std::string::npos;
+  EXPECT_TRUE(said) << r.out;
+}

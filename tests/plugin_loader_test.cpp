@@ -308,3 +308,16 @@ TEST(PluginSystem, A10PluginGetsTheDefaultsOfTheHooksItLacks) {
                            "SDK 1.2 (plugins/classifier)");
   }
 }
+
+// A plugin thread still running when the run ends: the library stays mapped
+// (it segfaulted in _dl_close_worker after "finished", losing the done lines,
+// and the launcher reported signal 11).
+TEST(PluginSystem, APluginThreadRunningAtExitDoesNotCrashTheEnd) {
+  gantry::test::TempDir dir;
+  const auto r = gantry::test::run_gantry("train '" + kTinyConfig + "' system.plugin=" + plugin_path("throws") +
+                                              " system.throw_in=none system.stray_thread=true data.batch_size=4 "
+                                              "trainer.max_steps=5",
+                                          dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done at step 5"), std::string::npos) << r.out << r.err;
+}

@@ -5,7 +5,9 @@
 // Otherwise a working system: a linear regression on 8 samples of its own.
 #include <torch/torch.h>
 
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <string>
 
 #include <gantry/gantry.hpp>
@@ -30,6 +32,12 @@ class Throws : public gantry::System {
   explicit Throws(const gantry::Params& p) : throw_in_(p.get("throw_in", "constructor")), model_(4, 1) {
     (void)p.get("lr", 0.1);
     if (throw_in_ == "constructor") throw std::runtime_error("cannot build the model");
+    // system.stray_thread: a thread of the plugin's own that runs until the
+    // process ends (the runner must not unload the library under it).
+    if (p.get("stray_thread", false))
+      std::thread([] {
+        for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }).detach();
   }
   std::vector<gantry::NamedModule> modules() override {
     maybe("modules");

@@ -1,6 +1,7 @@
 #include "config/files.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -63,6 +64,28 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     fail("rename into place", path);
   }
   fsync_dir(target.parent_path());
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  std::vector<fs::path> folders{dir};
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory(ec) && !e.is_symlink(ec)) folders.push_back(e.path());
+  for (const auto& folder : folders) {
+    for (const auto& e : fs::directory_iterator(folder, ec)) {
+      const std::string name = e.path().filename().string();
+      const size_t at = name.rfind(".tmp.");
+      if (at == std::string::npos || !e.is_regular_file(ec)) continue;
+      const std::string digits = name.substr(at + 5);
+      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(digits));
+      if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+      if (fs::remove(e.path(), ec)) removed.push_back(e.path().string());
+    }
+  }
+  return removed;
 }
 
 std::string read_file(const std::string& path) {

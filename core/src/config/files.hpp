@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "gantry/core_export.hpp"
 
@@ -11,6 +12,12 @@ namespace gantry {
 /// fsync of the directory. A crash leaves either the old file or the new one,
 /// never half of one. Throws gantry::Error naming the path.
 GANTRY_CORE_EXPORT void write_file_atomic(const std::string& path, const std::string& bytes);
+
+/// Removes write_file_atomic's temp files (`<name>.tmp.<pid>`) in `dir` and
+/// its direct sub-folders whose writer is gone (a process of this host that
+/// no longer exists: a run killed mid-write, a second Ctrl-C during the final
+/// checkpoint). A live pid's file is left alone. Returns what it removed.
+GANTRY_CORE_EXPORT std::vector<std::string> remove_stale_temp_files(const std::string& dir);
 
 /// Reads a whole file; throws gantry::Error naming the path.
 GANTRY_CORE_EXPORT std::string read_file(const std::string& path);

@@ -228,6 +228,10 @@ std::shared_ptr<System> Plugin::create(const Params& params) const {
     throw PluginError(who + ": constructor threw a non-standard exception");
   }
   if (!raw) throw PluginError(who + ": factory returned null");
+  // A plugin's code may still run after its System is gone (a thread it
+  // started, a static destructor): never unmap it. The library stays loaded
+  // until the process ends (dlclose of a NODELETE object keeps it mapped).
+  ::dlopen(manifest_.path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   auto lib = lib_;  // the deleter keeps the library loaded until the System is gone
   return std::shared_ptr<System>(raw, [lib](System* s) { delete s; });
 }

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "config/errors.hpp"
+#include "config/files.hpp"
 #include "data/data_loader.hpp"
 #include "runtime/runtime.hpp"
 #include "train/accelerator.hpp"
@@ -373,6 +374,9 @@ Trainer::Trainer(Experiment experiment, std::string run_dir, DistEnv dist) : imp
     fs::create_directories(fs::path(impl_->run_dir) / sub, ec);
     if (ec) throw Error("cannot create " + (fs::path(impl_->run_dir) / sub).string() + ": " + ec.message());
   }
+  if (dist.rank == 0 && !impl_->run_dir.empty())  // a resumed run's: a write its killed writer never finished
+    for (const auto& f : remove_stale_temp_files(impl_->run_dir))
+      std::printf("removed %s: an unfinished write of a process that is gone\n", f.c_str());
   impl_->accel = make_accelerator(experiment.config, dist);
   impl_->model = std::make_unique<Model>(std::move(experiment), *impl_->accel);
 }
