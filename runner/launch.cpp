@@ -128,7 +128,7 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
   sigaction(SIGUSR1, &sa, nullptr);
   sigaction(SIGUSR2, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // our own stdout's reader gone: the ranks' lines are lost, the ranks are not
+  ::signal(SIGPIPE, SIG_IGN);  // our own stdout's reader gone: the ranks' lines are lost, the ranks are not
 
   std::vector<Child> children(n);
   for (int r = 0; r < n; ++r) {

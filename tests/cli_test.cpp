@@ -476,8 +476,10 @@ namespace {
 // The kinds of the events a run's stream log holds, in order.
 std::vector<std::string> event_kinds(const std::filesystem::path& run) {
   std::vector<std::string> kinds;
-  for (const auto& f : gantry::wire::replay((run / "stream.gantrylog").string()).frames)
-    if (const auto* e = std::get_if<gantry::wire::Event>(&gantry::wire::decode(f).payload)) kinds.push_back(e->kind);
+  for (const auto& f : gantry::wire::replay((run / "stream.gantrylog").string()).frames) {
+    const gantry::wire::Message m = gantry::wire::decode(f);
+    if (const auto* e = std::get_if<gantry::wire::Event>(&m.payload)) kinds.push_back(e->kind);
+  }
   return kinds;
 }
 
@@ -518,11 +520,12 @@ TEST(Cli, Sigusr1OutsideSlurmAndSighupStopAndSaveButAreNoRequeue) {
     ASSERT_TRUE(WIFEXITED(status)) << sig << "\n" << out;
     EXPECT_EQ(WEXITSTATUS(status), 128 + sig) << out;
     EXPECT_NE(out.find("stopped at step "), std::string::npos) << out;
-    if (sig == SIGUSR1)
+    if (sig == SIGUSR1) {
       EXPECT_NE(out.find("stopped by SIGUSR1 outside SLURM: nothing requeues this run; resume it with "
                          "trainer.resume=auto"),
                 std::string::npos)
           << out;
+    }
     EXPECT_EQ(out.find("requeued"), std::string::npos) << out;
     const auto kinds = event_kinds(run);
     ASSERT_FALSE(kinds.empty()) << sig;

@@ -393,8 +393,10 @@ TEST(Distributed, RanksDieWithTheirLauncher) {
   std::snprintf(name, sizeof name, "step_%07ld.ckpt", stopped_at);
   EXPECT_TRUE(std::filesystem::exists(run / "checkpoints" / name)) << name << " missing: the stop lost its checkpoint";
   std::string last_kind;
-  for (const auto& f : gantry::wire::replay((run / "stream.gantrylog").string()).frames)
-    if (const auto* e = std::get_if<gantry::wire::Event>(&gantry::wire::decode(f).payload)) last_kind = e->kind;
+  for (const auto& f : gantry::wire::replay((run / "stream.gantrylog").string()).frames) {
+    const gantry::wire::Message m = gantry::wire::decode(f);
+    if (const auto* e = std::get_if<gantry::wire::Event>(&m.payload)) last_kind = e->kind;
+  }
   EXPECT_EQ(last_kind, "stopped");
 }
 

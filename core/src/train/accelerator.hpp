@@ -61,6 +61,6 @@ class Accelerator {
 /// the layout (trainer.devices, num_nodes) against the environment, then
 /// joins the process group (rendezvous) when the world has more than one
 /// rank. Throws ConfigError naming the key.
-std::unique_ptr<Accelerator> make_accelerator(const ExperimentConfig& cfg, const DistEnv& dist);
+GANTRY_CORE_EXPORT std::unique_ptr<Accelerator> make_accelerator(const ExperimentConfig& cfg, const DistEnv& dist);
 
 }  // namespace gantry

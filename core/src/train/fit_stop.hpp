@@ -10,11 +10,12 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "gantry/core_export.hpp"
 #include "train/checkpoint.hpp"
 
 namespace gantry {
 
-class FitStop {
+class GANTRY_CORE_EXPORT FitStop {
  public:
   /// `total_steps`: the batches max_epochs and max_steps allow (-1: none).
   FitStop(const TrainerOptions& trainer, int64_t total_steps);
@@ -49,6 +50,6 @@ class FitStop {
 /// The error a NaN/Inf metric ends the run with: this rank's own message
 /// (`own`, naming the value and its step) or, when another rank saw it, one
 /// naming the step (`step`: the batch it happened after).
-std::string bad_metric_error(const std::string& own, int64_t step);
+GANTRY_CORE_EXPORT std::string bad_metric_error(const std::string& own, int64_t step);
 
 }  // namespace gantry

@@ -19,7 +19,7 @@
 
 namespace gantry {
 
-class Model {
+class GANTRY_CORE_EXPORT Model {
  public:
   /// Where ctx.log_image goes (set by whoever writes images: rank 0's outputs).
   using ImageSink =
