@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "dist/distributed.hpp"
 #include "support.hpp"
@@ -130,6 +131,27 @@ struct GanRun {
   std::string checkpoint;  // the final one
 };
 
+// Trains `config` with `options` in-process (on the plugin's own data when it
+// has some, else the config's data.path), its stdout captured.
+GanRun fit_captured(const TempDir& dir, const std::string& config, const std::vector<std::string>& options) {
+  const auto cfg = ExperimentConfig::load(config, options);
+  Experiment exp = Experiment::build(cfg);
+  std::optional<ImageDataset> data;
+  if (!exp.train_data) data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
+  testing::internal::CaptureStdout();
+  GanRun run;
+  try {
+    Trainer trainer(std::move(exp), dir.path().string());
+    run.checkpoint = (data ? trainer.fit(*data) : trainer.fit()).last_checkpoint;
+  } catch (...) {
+    std::cout << testing::internal::GetCapturedStdout();
+    throw;
+  }
+  run.out = testing::internal::GetCapturedStdout();
+  run.rows = gantry::test::rows_without_wall_time(gantry::test::read_text(dir / "metrics.csv"));
+  return run;
+}
+
 // The basic GAN on the GPU for `steps` batches, in-process.
 GanRun gan_on_gpu(const TempDir& dir, int steps, std::vector<std::string> more) {
   std::vector<std::string> o = {"system.plugin=" + gantry::test::gan_plugin_path(),
@@ -139,19 +161,7 @@ GanRun gan_on_gpu(const TempDir& dir, int steps, std::vector<std::string> more) 
                                 "trainer.progress=none",
                                 "trainer.accelerator=cuda"};
   o.insert(o.end(), more.begin(), more.end());
-  const auto cfg = ExperimentConfig::load(gantry::test::kDemo, o);
-  const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
-  testing::internal::CaptureStdout();
-  GanRun run;
-  try {
-    run.checkpoint = Trainer(Experiment::build(cfg), dir.path().string()).fit(data).last_checkpoint;
-  } catch (...) {
-    std::cout << testing::internal::GetCapturedStdout();
-    throw;
-  }
-  run.out = testing::internal::GetCapturedStdout();
-  run.rows = gantry::test::rows_without_wall_time(gantry::test::read_text(dir / "metrics.csv"));
-  return run;
+  return fit_captured(dir, gantry::test::kDemo, o);
 }
 
 // Largest relative difference between two metrics tables' numbers.
@@ -264,18 +274,7 @@ GanRun probe_on_gpu(const TempDir& dir, int steps, std::vector<std::string> more
                                 "trainer.accelerator=cuda",
                                 "trainer.threads=1"};
   o.insert(o.end(), more.begin(), more.end());
-  const auto cfg = ExperimentConfig::load(kTiny, o);
-  testing::internal::CaptureStdout();
-  GanRun run;
-  try {
-    run.checkpoint = Trainer(Experiment::build(cfg), dir.path().string()).fit().last_checkpoint;
-  } catch (...) {
-    std::cout << testing::internal::GetCapturedStdout();
-    throw;
-  }
-  run.out = testing::internal::GetCapturedStdout();
-  run.rows = gantry::test::rows_without_wall_time(gantry::test::read_text(dir / "metrics.csv"));
-  return run;
+  return fit_captured(dir, kTiny, o);
 }
 
 // One column of a metrics table, by its header name, as numbers.
