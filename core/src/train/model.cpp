@@ -3,7 +3,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cstddef>
 
 #include "train/fused_adam.hpp"
 #include "train/precision.hpp"
