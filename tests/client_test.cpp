@@ -9,8 +9,16 @@
 #include <filesystem>
 #include <fstream>
 
+#include <chrono>
+#include <thread>
+
+#include <unistd.h>
+
 #include "chart.hpp"
+#include "run_state.hpp"
 #include "source.hpp"
+#include "stream_client.hpp"
+#include "wire/record_log.hpp"
 
 using namespace gantry::client;
 
@@ -257,4 +265,59 @@ TEST(Chart, TheRunsTablesColumns) {
   EXPECT_EQ(model.table().keys, std::vector<std::string>{"system.lr"});
   EXPECT_EQ(model.table().values.at("system.lr"), (std::vector<std::string>{"0.1", "0.2", "0.1"}));
   EXPECT_EQ(model.update(r.runs(), {ca, cb, ca}, 2).metrics, (std::vector<std::string>{"d_loss", "g_loss"}));
+}
+
+// A run that failed at step 200, was resumed and finished, whose log then had
+// a bit flipped in a record after the failure (third fault campaign): the
+// viewers showed `[running] step 200 / 300` and "Run failed at step 200".
+// Read from disk, the damaged record is skipped with a notice, the state is
+// the newest record's (finished at 300) and no failure banner is left.
+TEST(Runs, ADamagedLogShowsTheNewestStateWithANotice) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("gantry_client_log_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "stream.gantrylog").string();
+  fs::remove(path);
+  std::vector<uint64_t> starts;
+  {
+    gantry::wire::RecordWriter w(path);
+    uint64_t seq = 0;
+    auto put = [&](gantry::wire::Payload p) {
+      starts.push_back(fs::exists(path) ? fs::file_size(path) : 0);
+      w.append(gantry::wire::encode({++seq, std::move(p)}));
+    };
+    put(gantry::wire::RunInfo{"gan", "gan", "0.1.0", "gan 0.1.0 (ABI 1.2)", "name: gan\n", 1, 1, 1.7e9, 300});
+    for (int64_t step = 100; step <= 200; step += 100)
+      put(gantry::wire::Scalars{{{step, 1.7e9 + step, "g_loss", 1.0}}});
+    put(gantry::wire::Event{"failed", 200, 1.7e9 + 201, "plugin gan: training_step failed"});
+    put(gantry::wire::Event{"resumed", 200, 1.7e9 + 300, "from step_0000200.ckpt"});
+    for (int64_t step = 210; step <= 300; step += 10)
+      put(gantry::wire::Scalars{{{step, 1.7e9 + 300 + step, "g_loss", 0.5}}});
+    put(gantry::wire::Event{"finished", 300, 1.7e9 + 700, ""});
+  }
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(starts[6] + 12));  // inside the step-220 record
+    f.put('\x5a');
+  }
+  RunState state;
+  SourceStatus status;
+  {
+    LogSource source(dir.string());
+    std::vector<gantry::wire::Message> got;
+    for (int i = 0; i < 50 && state.status() != RunStatus::kFinished; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      got.clear();
+      source.drain(got);
+      for (const auto& m : got) state.apply(m);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    status = source.status();
+  }
+  fs::remove_all(dir);
+  EXPECT_EQ(state.status(), RunStatus::kFinished);
+  EXPECT_EQ(state.latest_step(), 300);
+  EXPECT_EQ(state.alerts().size(), 1u);
+  EXPECT_EQ(state.current_alert(), nullptr) << "the failure banner outlived the resume";
+  EXPECT_NE(status.text.find("log damaged: 1 damaged record skipped"), std::string::npos) << status.text;
 }

@@ -1,5 +1,7 @@
 // The stream: codec round trip for every message, malformed frames rejected,
 // the run log's torn tail, and what a real run writes (run log + TensorBoard).
+#include <filesystem>
+
 #include "io/png.hpp"
 #include "io/run_stream.hpp"
 #include "support.hpp"
@@ -134,6 +136,60 @@ TEST(Wire, RunLogReplayStopsAtATornTail) {
   EXPECT_FALSE(r.torn_tail);
   ASSERT_EQ(r.frames.size(), every_message().size());
   EXPECT_EQ(wire::decode(r.frames.back()).seq, 5u);
+}
+
+// A bit flipped in the middle of the log (third fault campaign): the damaged
+// record is skipped and every intact record after it is kept, by replay(), by
+// the follower, and when a resumed run reopens the log. Before, replay()
+// stopped at the damaged record and the resume cut the 47 records after it.
+TEST(Wire, ADamagedRecordMidLogIsSkippedAndTheRecordsAfterItKept) {
+  TempDir dir;
+  const std::string path = dir / RunStream::kLogName;
+  std::vector<size_t> starts;
+  {
+    wire::RecordWriter w(path);
+    for (const auto& m : every_message()) {
+      starts.push_back(std::filesystem::exists(path) ? std::filesystem::file_size(path) : 0);
+      w.append(wire::encode(m));
+    }
+  }
+  std::string bytes = gantry::test::read_text(path);
+  const size_t hit = starts[3] + 8 + 5;  // inside the frame of the Scalars record (seq 2)
+  bytes[hit] = static_cast<char>(bytes[hit] ^ 0x10);
+  gantry::test::write_text(path, bytes);
+  auto r = wire::replay(path);
+  ASSERT_EQ(r.frames.size(), every_message().size() - 1);
+  EXPECT_FALSE(r.torn_tail);
+  ASSERT_EQ(r.corrupt.size(), 1u);
+  EXPECT_EQ(r.corrupt[0].offset, starts[3]);
+  EXPECT_EQ(r.corrupt[0].bytes, starts[4] - starts[3]);
+  EXPECT_EQ(wire::decode(r.frames.back()).seq, 5u);  // the records after it are there
+  EXPECT_NE(wire::describe(r.corrupt).find("1 damaged record skipped (" + std::to_string(starts[4] - starts[3]) +
+                                           " bytes at offset " + std::to_string(starts[3]) + ")"),
+            std::string::npos)
+      << wire::describe(r.corrupt);
+  wire::RecordFollower follow(path);
+  EXPECT_EQ(follow.poll().size(), every_message().size() - 1);
+  EXPECT_EQ(follow.corrupt().size(), 1u);
+  // Damage and a torn tail together: the tail is cut, the middle kept, the
+  // sequence continues after the newest intact record.
+  gantry::test::write_text(path, bytes + std::string("\x30\0\0\0\x01\x02", 6));
+  {
+    RunStream s(dir.path().string());
+    EXPECT_EQ(s.last_seq(), 5u);
+    s.event("resumed", 500, 0, "after a crash");
+  }
+  r = wire::replay(path);
+  EXPECT_FALSE(r.torn_tail);
+  EXPECT_EQ(r.corrupt.size(), 1u);
+  ASSERT_EQ(r.frames.size(), every_message().size());
+  EXPECT_EQ(wire::decode(r.frames.back()).seq, 6u);
+  // A run of zero bytes (a file system's crash leftovers) is no record.
+  gantry::test::write_text(path, std::string(64, '\0') + bytes);
+  r = wire::replay(path);
+  EXPECT_EQ(r.frames.size(), every_message().size() - 1);
+  ASSERT_EQ(r.corrupt.size(), 2u);
+  EXPECT_EQ(r.corrupt[0].bytes, 64u);
 }
 
 TEST(Wire, FollowerReadsRecordsAsTheyAreWrittenAndRestartsWhenCut) {

@@ -30,30 +30,60 @@ void RecordWriter::append(const std::string& frame) {
 
 namespace {
 
-// Appends every whole, intact record at the start of bytes[0, n) to `out`;
-// returns how many bytes they span (the rest is partial or corrupt).
-size_t parse_records(const char* bytes, size_t n, std::vector<std::string>& out) {
-  size_t pos = 0;
+// Whether an intact record starts at bytes[pos]: a length that is not zero
+// (no frame is empty; a run of zero bytes, what some file systems leave after
+// a crash, is no record), fits the data and kMaxFrame, and a CRC that matches.
+bool record_at(const char* bytes, size_t n, size_t pos, uint32_t& len) {
+  if (n - pos < 8) return false;
+  uint32_t crc = 0;
+  std::memcpy(&len, bytes + pos, 4);
+  std::memcpy(&crc, bytes + pos + 4, 4);
+  return len > 0 && len <= kMaxFrame && len <= n - pos - 8 && crc32(bytes + pos + 8, len) == crc;
+}
+
+// Appends every intact record of bytes[0, n) to `out`, skipping damaged ones
+// between intact records (each added to `corrupt`, offsets + `base`);
+// returns the end of the last intact record (what follows is partial, or
+// damaged with nothing intact after it).
+size_t parse_records(const char* bytes, size_t n, std::vector<std::string>& out,
+                     std::vector<CorruptRegion>& corrupt, uint64_t base) {
+  size_t pos = 0, end = 0;
   while (n - pos >= 8) {
-    uint32_t len = 0, crc = 0;
-    std::memcpy(&len, bytes + pos, 4);
-    std::memcpy(&crc, bytes + pos + 4, 4);
-    if (len > kMaxFrame || len > n - pos - 8) break;
-    if (crc32(bytes + pos + 8, len) != crc) break;
-    out.emplace_back(bytes + pos + 8, len);
-    pos += 8 + len;
+    uint32_t len = 0;
+    if (record_at(bytes, n, pos, len)) {
+      out.emplace_back(bytes + pos + 8, len);
+      pos += 8 + len;
+      end = pos;
+      continue;
+    }
+    // Resynchronise: the next offset where an intact record starts. A false
+    // match needs a length that fits and a matching CRC-32 (1 in 2^32).
+    size_t next = pos + 1;
+    while (n - next >= 8 && !record_at(bytes, n, next, len)) ++next;
+    if (n - next < 8) break;  // nothing intact after it: a torn tail, or a record still being written
+    corrupt.push_back({base + pos, next - pos});
+    pos = next;
   }
-  return pos;
+  return end;
 }
 
 }  // namespace
+
+std::string describe(const std::vector<CorruptRegion>& corrupt) {
+  if (corrupt.empty()) return "";
+  std::string s = std::to_string(corrupt.size()) + " damaged record" + (corrupt.size() == 1 ? "" : "s") +
+                  " skipped (";
+  for (size_t i = 0; i < corrupt.size() && i < 3; ++i)
+    s += (i ? ", " : "") + std::to_string(corrupt[i].bytes) + " bytes at offset " + std::to_string(corrupt[i].offset);
+  return s + (corrupt.size() > 3 ? ", ...)" : ")");
+}
 
 Replay replay(const std::string& path) {
   Replay r;
   std::ifstream in(path, std::ios::binary);
   if (!in) return r;
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  r.valid_bytes = parse_records(bytes.data(), bytes.size(), r.frames);
+  r.valid_bytes = parse_records(bytes.data(), bytes.size(), r.frames, r.corrupt, 0);
   r.torn_tail = r.valid_bytes != bytes.size();
   return r;
 }
@@ -66,13 +96,14 @@ std::vector<std::string> RecordFollower::poll() {
   if (size < offset_) {  // the file was cut (a resumed run drops a torn tail): read it again
     offset_ = 0;
     ++restarts_;
+    corrupt_.clear();
   }
   if (size == offset_) return frames;
   std::string bytes(size - offset_, '\0');
   in.seekg(static_cast<std::streamoff>(offset_));
   in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   bytes.resize(static_cast<size_t>(in.gcount()));
-  offset_ += parse_records(bytes.data(), bytes.size(), frames);
+  offset_ += parse_records(bytes.data(), bytes.size(), frames, corrupt_, offset_);
   return frames;
 }
 

@@ -1,6 +1,9 @@
 // The run log: an append-only file of frames, each stored as
 // [u32 length][u32 CRC-32 of the frame][frame]. After a crash at most the last
-// record is torn; replay() detects it and stops there.
+// record is torn; replay() detects it and stops there. A record damaged in the
+// middle of the file (a bit flip on disk) is skipped: readers resynchronise on
+// the next intact frame (a length that fits and a CRC that matches) and keep
+// every intact record after it.
 #pragma once
 
 #include <cstdio>
@@ -27,11 +30,22 @@ class RecordWriter {
   std::string path_;
 };
 
+/// Bytes between two intact records that are no record: a damaged one.
+struct CorruptRegion {
+  uint64_t offset = 0;  ///< where it starts in the file
+  uint64_t bytes = 0;
+};
+
 struct Replay {
   std::vector<std::string> frames;  ///< every whole, intact record, in order
   bool torn_tail = false;           ///< a partial or corrupt record ended the file
-  size_t valid_bytes = 0;           ///< length of the intact prefix
+  size_t valid_bytes = 0;           ///< up to the end of the last intact record
+  std::vector<CorruptRegion> corrupt;  ///< damaged records skipped between intact ones
 };
+
+/// One line describing `corrupt` for a warning ("" when empty):
+/// "2 damaged records skipped (37 bytes at offset 1204, ...)".
+std::string describe(const std::vector<CorruptRegion>& corrupt);
 
 /// Reads every intact record of `path` (missing file: no records).
 Replay replay(const std::string& path);
@@ -50,11 +64,14 @@ class RecordFollower {
   uint64_t offset() const { return offset_; }
   /// How many times the file was found shorter than what was read.
   int restarts() const { return restarts_; }
+  /// Damaged records skipped so far (since the last restart).
+  const std::vector<CorruptRegion>& corrupt() const { return corrupt_; }
 
  private:
   std::string path_;
   uint64_t offset_ = 0;
   int restarts_ = 0;
+  std::vector<CorruptRegion> corrupt_;
 };
 
 }  // namespace gantry::wire

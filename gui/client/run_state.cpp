@@ -89,6 +89,7 @@ void RunState::on(const wire::Event& m) {
     rows_.clear();
     latest_step_ = m.step;
     status_ = RunStatus::kRunning;
+    alerts_cleared_ = alerts_.size();
   } else if (m.kind == "nan" || m.kind == "failed") {
     alerts_.push_back(m);
   }

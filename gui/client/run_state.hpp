@@ -49,6 +49,11 @@ class RunState {
   uint64_t dropped_images() const { return dropped_images_; }
   /// Events that deserve a banner (nan, failed), newest last.
   const std::vector<wire::Event>& alerts() const { return alerts_; }
+  /// The alert to show now: the newest one, unless the run was resumed after
+  /// it (a failed run resumed and finished is finished). nullptr: none.
+  const wire::Event* current_alert() const {
+    return alerts_.size() > alerts_cleared_ ? &alerts_.back() : nullptr;
+  }
 
   /// Seconds per step over the recent scalars, and the estimated seconds
   /// left (-1 when unknown: no total_steps, or too few points).
@@ -77,6 +82,7 @@ class RunState {
   std::vector<wire::Image> images_;
   std::map<uint32_t, wire::RankStatus> ranks_;
   std::vector<wire::Event> events_, alerts_;
+  size_t alerts_cleared_ = 0;  // alerts before a later `resumed`
   RunStatus status_ = RunStatus::kWaiting;
   int64_t latest_step_ = 0;
   double latest_wall_ = 0;

@@ -197,8 +197,10 @@ LogSource::LogSource(std::string dir, uint64_t last_seq)
           set_status(SourceStatus::State::kFollowing, impl_->follower.path() + ": bad record skipped: " + e.what());
         }
       }
-      set_status(SourceStatus::State::kFollowing,
-                 (ended ? "run ended; watching " : "following ") + impl_->follower.path());
+      const std::string damaged = wire::describe(impl_->follower.corrupt());
+      set_status(SourceStatus::State::kFollowing, (ended ? "run ended; watching " : "following ") +
+                                                      impl_->follower.path() +
+                                                      (damaged.empty() ? "" : " (log damaged: " + damaged + ")"));
       lock.lock();
       impl_->cv.wait_for(lock, std::chrono::milliseconds(200), [this] { return impl_->stop; });
     }

@@ -190,11 +190,13 @@ void MainWindow::tick() {
                          .arg(state.last_seq())
                          .arg(state.latest_step())
                          .arg(client::to_string(state.status())));
-  if (state.alerts().size() != alerts_shown_) {
+  if (const wire::Event* e = state.current_alert(); !e) {
+    if (!banner_->isHidden()) banner_->hide();
+    alerts_shown_ = 0;
+  } else if (state.alerts().size() != alerts_shown_) {
     alerts_shown_ = state.alerts().size();
-    const wire::Event& e = state.alerts().back();
-    banner_->setText(e.kind == "nan" ? QString("NaN or Inf in %1 at step %2").arg(QString::fromStdString(e.text)).arg(e.step)
-                                     : QString("Run failed at step %1: %2").arg(e.step).arg(QString::fromStdString(e.text)));
+    banner_->setText(e->kind == "nan" ? QString("NaN or Inf in %1 at step %2").arg(QString::fromStdString(e->text)).arg(e->step)
+                                      : QString("Run failed at step %1: %2").arg(e->step).arg(QString::fromStdString(e->text)));
     banner_->show();
   }
   if (runs_.size() > 1)

@@ -161,8 +161,8 @@ void Viewer::draw_status(const client::RunState& state, const client::SourceStat
                 running ? client::duration_text(state.eta_seconds()).c_str() : "-");
   }
   ImGui::TextDisabled("%s: %s", client::to_string(source.state), source.text.c_str());
-  if (!state.alerts().empty()) {
-    const wire::Event& e = state.alerts().back();
+  if (const wire::Event* alert = state.current_alert()) {
+    const wire::Event& e = *alert;
     ImGui::PushStyleColor(ImGuiCol_ChildBg, IM_COL32(198, 40, 40, 255));
     ImGui::BeginChild("alert", ImVec2(0, ImGui::GetTextLineHeightWithSpacing() + 8), false);
     ImGui::SetCursorPos(ImVec2(6, 4));

@@ -1,5 +1,6 @@
 #include "io/run_stream.hpp"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "config/errors.hpp"
@@ -10,9 +11,14 @@ RunStream::RunStream(const std::string& run_dir) {
   const std::string path = (std::filesystem::path(run_dir) / kLogName).string();
   log_path_ = path;
   // Continue the sequence of an existing log (a resumed run). A torn last
-  // record from a crash is cut off first, so appends follow intact records.
+  // record from a crash is cut off first, so appends follow intact records;
+  // a damaged record in the middle stays where it is (every reader skips it)
+  // and the intact records after it are kept.
   const wire::Replay old = wire::replay(path);
   if (old.torn_tail) std::filesystem::resize_file(path, old.valid_bytes);
+  if (!old.corrupt.empty())
+    std::fprintf(stderr, "warning: %s: %s; the %zu intact records are kept\n", path.c_str(),
+                 wire::describe(old.corrupt).c_str(), old.frames.size());
   if (!old.frames.empty()) seq_ = wire::decode(old.frames.back()).seq;
   try {
     log_ = std::make_unique<wire::RecordWriter>(path);
