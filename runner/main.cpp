@@ -30,6 +30,7 @@
 #include "sweep.hpp"
 #include "submit.hpp"
 #include "data/image_grid.hpp"
+#include "io/progress.hpp"
 #include "plugin/plugin_loader.hpp"
 #include "runtime/runtime.hpp"
 #include "train/quality.hpp"
@@ -68,21 +69,30 @@ ImageDataset load_train_data(const ExperimentConfig& cfg, const DataSpec& spec, 
 }
 
 // trainer.resume: "auto" (the default when SLURM restarts a requeued job) finds
-// the newest valid checkpoint of the experiment; "" starts fresh.
+// the newest valid checkpoint of the experiment; "" starts fresh, as does
+// "fresh" (also on a SLURM restart, and when every checkpoint is unreadable).
 std::string resolve_resume(const ExperimentConfig& cfg, bool print) {
   std::string resume = cfg.trainer.resume;
+  if (resume == "fresh") return "";
   const char* restarts = std::getenv("SLURM_RESTART_COUNT");
   if (resume.empty() && restarts && std::atoi(restarts) > 0) resume = "auto";
   if (resume != "auto") return resume;
   std::vector<std::string> warnings;
   const std::string exp_dir = (fs::path(cfg.trainer.out_dir) / cfg.name).string();
   const std::string found = find_latest_checkpoint(exp_dir, &warnings);
-  if (print) {
+  if (print)
     for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    std::printf(found.empty() ? "resume: no checkpoint in %s yet, starting fresh\n"
-                              : "resume: %s\n",
+  // Checkpoints there, none readable: starting from step 0 would silently
+  // throw the run's training away (and overwrite its `latest`).
+  if (found.empty() && !warnings.empty())
+    throw CheckpointError(cfg.where("trainer.resume") + ": trainer.resume=auto: every checkpoint in " + exp_dir +
+                          " is unreadable (" + std::to_string(warnings.size()) +
+                          (warnings.size() == 1 ? " file" : " files") +
+                          ", see the warnings above): nothing to resume from; move them away, or set "
+                          "trainer.resume=fresh to start again from step 0");
+  if (print)
+    std::printf(found.empty() ? "resume: no checkpoint in %s yet, starting fresh\n" : "resume: %s\n",
                 found.empty() ? exp_dir.c_str() : found.c_str());
-  }
   return found;
 }
 
@@ -268,7 +278,7 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
     fm.check_shape(exp.system->manifest().name, spec.shape);
     std::printf("quality score: plugin %s from %s\n", fm.plugin_name().c_str(), fm.checkpoint().c_str());
   }
-  if (!cfg.trainer.resume.empty() && cfg.trainer.resume != "auto") {
+  if (!cfg.trainer.resume.empty() && cfg.trainer.resume != "auto" && cfg.trainer.resume != "fresh") {
     const CheckpointMeta meta = read_checkpoint_meta(cfg.trainer.resume);
     if (meta.plugin != exp.system->manifest().name)
       throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" + meta.plugin +
@@ -331,6 +341,12 @@ int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out,
   return 0;
 }
 
+// The one error line; on a line of its own when a progress bar was drawn.
+void print_error(const std::string& text) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "%sgantry: error: %s\n", progress_line_open() ? "\n" : "", text.c_str());
+}
+
 // `gantry --version`: the version, the LibTorch it uses, and any part a plain
 // (release) build left out because its packages were missing.
 std::string version_text() {
@@ -352,18 +368,18 @@ int main(int argc, char** argv) {
   std::string config;
   std::vector<std::string> overrides;
   auto* train = app.add_subcommand("train", "Train an experiment");
-  train->add_option("config", config, "Experiment YAML (configs/)")->required()->check(CLI::ExistingFile);
+  train->add_option("config", config, "Experiment YAML (configs/)")->required();
   train->add_option("overrides", overrides, "Overrides: key=value (trainer.max_steps=100)");
 
   int nproc = 2;
   auto* launch_cmd = app.add_subcommand("launch", "Train with N local processes (data-parallel), like torchrun");
   launch_cmd->add_option("-n,--nproc", nproc, "Number of ranks")->check(CLI::Range(1, 1024));
-  launch_cmd->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
+  launch_cmd->add_option("config", config, "Experiment YAML")->required();
   launch_cmd->add_option("overrides", overrides, "Overrides: key=value");
 
   bool dry_run = false, wait = false;
   auto* submit_cmd = app.add_subcommand("submit", "Render the sbatch script (slurm/) for a config and sbatch it");
-  submit_cmd->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
+  submit_cmd->add_option("config", config, "Experiment YAML")->required();
   submit_cmd->add_option("overrides", overrides, "Overrides: key=value");
   submit_cmd->add_flag("--dry-run", dry_run, "Print the script instead of submitting it");
   submit_cmd->add_flag("--wait", wait, "sbatch --wait: block until the job ends, exit with its status");
@@ -375,7 +391,7 @@ int main(int argc, char** argv) {
   SweepOptions so;
   auto* sweep_cmd = app.add_subcommand(
       "sweep", "Train the grid of overrides (key=a,b,c is an axis), N points at a time; rerun to resume");
-  sweep_cmd->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
+  sweep_cmd->add_option("config", config, "Experiment YAML")->required();
   sweep_cmd->add_option("overrides", overrides, "key=value (every point) or key=a,b,c (an axis)");
   sweep_cmd->add_option("--parallel,-j", so.parallel, "Points at a time (the cores are divided)")
       ->check(CLI::Range(1, 256));
@@ -387,7 +403,7 @@ int main(int argc, char** argv) {
 
   auto* validate =
       app.add_subcommand("validate", "Check a config, its plugin and data without training");
-  validate->add_option("config", config, "Experiment YAML")->required()->check(CLI::ExistingFile);
+  validate->add_option("config", config, "Experiment YAML")->required();
   validate->add_option("overrides", overrides, "Overrides: key=value");
 
   auto* plugins = app.add_subcommand("plugins", "List plugins found, with their manifests");
@@ -395,7 +411,7 @@ int main(int argc, char** argv) {
   std::string checkpoint, out = "samples.png";
   int64_t n = 64, seed = 0;
   auto* sample = app.add_subcommand("sample", "Generate samples from a checkpoint as a PNG grid");
-  sample->add_option("--checkpoint,-c", checkpoint, "Checkpoint file")->required()->check(CLI::ExistingFile);
+  sample->add_option("--checkpoint,-c", checkpoint, "Checkpoint file")->required();
   sample->add_option("-n", n, "Number of samples")->check(CLI::Range(1, 4096));
   sample->add_option("-o,--output", out, "Output PNG");
   sample->add_option("--seed", seed, "Seed for the sample inputs");
@@ -426,16 +442,17 @@ int main(int argc, char** argv) {
     if (*plugins) return cmd_plugins();
     if (*sample) return cmd_sample(checkpoint, n, out, seed, tensor_out);
   } catch (const Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "\ngantry: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   } catch (const c10::Error& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "\ngantry: error: %s\n", e.what_without_backtrace());
+    print_error(e.what_without_backtrace());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    print_error("out of memory (std::bad_alloc): lower data.batch_size or the model's size, or give the "
+                "process more memory (ulimit -v, the job's --mem)");
     return 1;
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "\ngantry: error: %s\n", e.what());
+    print_error(e.what());
     return 1;
   }
   return 0;

@@ -257,7 +257,7 @@ Grid make_grid(const std::string& config, const std::vector<std::string>& args) 
 
 // What `gantry train` gets for point `p` (besides the config).
 std::vector<std::string> train_args(const Grid& g, const Point& p) {
-  std::vector<std::string> a = g.fixed;
+  std::vector<std::string> a = g.fixed;  // never name, out_dir or resume (make_grid refuses them)
   a.insert(a.end(), p.overrides.begin(), p.overrides.end());
   a.push_back("name=" + p.label);
   a.push_back("trainer.out_dir=" + g.dir.string());
@@ -342,7 +342,8 @@ int sweep(const std::string& config, const std::vector<std::string>& args, const
     Point& p = points[next++];
     std::vector<std::string> a = train_args(g, p);
     if (!threads_given) a.push_back("trainer.threads=" + std::to_string(threads));
-    a.push_back("trainer.progress=none");
+    if (std::none_of(a.begin(), a.end(), [](const std::string& o) { return o.rfind("trainer.progress=", 0) == 0; }))
+      a.push_back("trainer.progress=none");
     p.pid = start_point(opt, config, a, dir / (p.label + ".log"));
     p.status = "running";
     ++running;

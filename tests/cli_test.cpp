@@ -5,7 +5,10 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -590,4 +593,107 @@ TEST(Cli, AResumedRunRemovesTheTempFilesOfDeadWriters) {
             line.find("/checkpoints/" + stale.filename().string() + ": an unfinished write of a process that is gone") !=
                 std::string::npos;
   EXPECT_TRUE(said) << r.out;
+}
+
+// Third fault campaign: /dev/zero as config grew to 2.1 GB and kept going, a
+// FIFO blocked forever, a directory gave CLI11's text and exit 105, and
+// `gantry sample -c /dev/zero` ate 1.87 GB. Each is one line now, at once,
+// and the line is the first thing on stderr (no blank line before it).
+TEST(Cli, ConfigsAndCheckpointsThatAreNoRegularFilesAreOneLine) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "fifo.yaml").c_str(), 0600), 0);
+  const std::string big(17u << 20, '#');
+  write_text(dir / "big.yaml", big);
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& [args, what] : std::vector<std::pair<std::string, std::string>>{
+           {"train /dev/zero", "/dev/zero: a character device, not a config file"},
+           {"validate fifo.yaml", "fifo.yaml: a FIFO, not a config file"},
+           {"train .", ".: a directory, not a config file"},
+           {"launch -n 2 /dev/zero", "/dev/zero: a character device, not a config file"},
+           {"train big.yaml", "big.yaml: 17.0 MiB, more than the 16.0 MiB a config file may be"},
+           {"train missing.yaml", "missing.yaml: cannot open the config file: No such file or directory"},
+           {"sample -c /dev/zero", "/dev/zero: a character device, not a checkpoint"},
+           {"sample -c .", ".: a directory, not a checkpoint"}}) {
+    const auto r = run_gantry(args, dir.path(), "timeout 60");
+    expect_one_error_line(r, what);
+    EXPECT_EQ(r.err.rfind("gantry: error: ", 0), 0u) << "not the first thing on stderr:\n" << r.err;
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+}
+
+TEST(Cli, ARepeatedOverrideIsAnErrorAsADuplicateYamlKeyIs) {
+  TempDir dir;
+  expect_one_error_line(run_gantry("validate '" + kDemo + "' trainer.max_steps=10 trainer.max_steps=20", dir.path()),
+                        "command line: 'trainer.max_steps' is given twice ('trainer.max_steps=10', then "
+                        "'trainer.max_steps=20'): give each key once");
+}
+
+// A plugin built for aarch64 said "No such file or directory" for a file that
+// exists; a library whose static initializer crashes took `gantry plugins`
+// down with it (139).
+TEST(Cli, APluginForAnotherMachineOrOneThatCrashesOnLoadIsNamed) {
+  TempDir dir;
+  std::string elf = gantry::test::read_text(gantry::test::plugin_path("tiny"));
+  ASSERT_GT(elf.size(), 20u);
+  elf[18] = '\xb7';  // e_machine = EM_AARCH64 (183)
+  elf[19] = '\0';
+  write_text(dir / "libarm.so", elf);
+  expect_one_error_line(run_gantry("validate '" + kDemo + "' system.plugin=" + (dir / "libarm.so"), dir.path()),
+                        "libarm.so is an ELF for aarch64 (64-bit), this gantry runs on x86-64: build it for this machine");
+  const auto r = run_gantry("plugins", dir.path(),
+                            "GANTRY_PLUGIN_PATH='" + std::string(GANTRY_TEST_PLUGIN_DIR) + "/crashing'");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("libcrash_on_load.so"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("error: loading it crashed the process (signal 11, SIGSEGV, in its static initializers)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.2"), std::string::npos) << "the plugins after it were not listed\n" << r.out;
+}
+
+// Every checkpoint unreadable: resume=auto said "no checkpoint yet" and
+// trained again from step 0. Now it refuses; trainer.resume=fresh starts over.
+TEST(Cli, AutoResumeRefusesWhenEveryCheckpointIsUnreadable) {
+  TempDir dir;
+  ASSERT_EQ(run_gantry("train '" + kTiny + "' trainer.max_steps=20 checkpoint.every_n_steps=10", dir.path()).exit_code,
+            0);
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() / "runs/tiny/latest/checkpoints")) {
+    write_text(e.path().string(), "not a checkpoint any more");
+    ++n;
+  }
+  ASSERT_GE(n, 1);
+  auto r = run_gantry("train '" + kTiny + "' trainer.max_steps=40 trainer.resume=auto", dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("trainer.resume=auto: every checkpoint in runs/tiny is unreadable (" + std::to_string(n) +
+                       (n == 1 ? " file" : " files") + ", see the warnings above)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("done at step"), std::string::npos) << r.out;
+  r = run_gantry("train '" + kTiny + "' trainer.max_steps=40 trainer.resume=fresh", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done at step 40"), std::string::npos) << r.out;
+}
+
+// trainer.max_time counted per process: a run stopped and resumed got the
+// whole time again. It counts the fit time of every run of the training now
+// (as Lightning's Timer keeps time_elapsed in its checkpoint state).
+TEST(Cli, MaxTimeCountsTheFitTimeOfEveryRunOfATraining) {
+  TempDir dir;
+  const std::string args = "train '" + kTiny + "' trainer.max_steps=-1 trainer.max_epochs=-1 trainer.max_time=2";
+  auto r = run_gantry(args, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto at = r.out.find("done at step ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const long first = std::atol(r.out.c_str() + at + 13);
+  EXPECT_NE(r.out.find("trainer.max_time=2 reached"), std::string::npos) << r.out;
+  ASSERT_GT(first, 10);
+  // The time is used up: the resumed run stops after its first batch (or the
+  // agreement's one more), not 2 s (hundreds of batches) later.
+  r = run_gantry(args + " trainer.resume=auto", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto again = r.out.find("done at step ");
+  ASSERT_NE(again, std::string::npos) << r.out;
+  const long second = std::atol(r.out.c_str() + again + 13);
+  EXPECT_LE(second - first, 2) << r.out;
+  EXPECT_NE(r.out.find("trainer.max_time=2 reached"), std::string::npos) << r.out;
 }

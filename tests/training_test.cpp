@@ -482,6 +482,30 @@ TEST(Training, FitStopKeepsTheFirstReason) {
     EXPECT_EQ(stop.wish(s, 0.5), "");
     EXPECT_EQ(stop.wish(s, 1.5), "trainer.max_time=00:00:00:01 reached");
   }
+  {
+    // Another rank's wish names the rank and why (its output may say nothing:
+    // only rank 0 prints the run's end), and the largest code wins the all-reduce.
+    FitStop stop(t, 10);
+    TrainState s;
+    s.global_step = 3;
+    EXPECT_EQ(stop.wish(s, 0.0), "");
+    EXPECT_EQ(stop.wish_code(0), 0);
+    install_stop_signals();
+    ::raise(SIGTERM);  // caught: the stop flag
+    EXPECT_EQ(stop.wish(s, 0.0), "stopped by signal 15 (SIGTERM)");
+    const int32_t signal_of_2 = stop.wish_code(2);
+    clear_stop_request();
+    for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP}) std::signal(sig, SIG_DFL);
+    TrainerOptions timed = t;
+    timed.max_time = "5";
+    FitStop other(timed, 10);
+    EXPECT_EQ(other.wish(s, 6.0), "trainer.max_time=5 reached");
+    EXPECT_GT(signal_of_2, other.wish_code(7));
+    FitStop zero(t, 10);
+    zero.after_batch(true, false, std::max(signal_of_2, other.wish_code(7)));
+    EXPECT_EQ(zero.reason(), "rank 2 was stopped by signal 15 (SIGTERM)");
+    EXPECT_EQ(FitStop::describe_wish(other.wish_code(7), "5"), "rank 7 reached trainer.max_time=5");
+  }
   EXPECT_EQ(bad_metric_error("", 41), "step 41: another rank logged a NaN/Inf metric; stopping");
   EXPECT_EQ(bad_metric_error("step 41: g_loss is nan", 41), "step 41: g_loss is nan");
 }

@@ -6,6 +6,8 @@
 //   5. SystemParams: the plugin's typed view of `system:`
 #include "config/config.hpp"
 
+#include "config/files.hpp"
+
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -339,7 +341,17 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
   std::vector<std::pair<std::string, YAML::Node>> file_leaves;
   if (root.IsMap()) flatten(root, "", file_leaves);
   for (const auto& [key, node] : file_leaves) cfg.origins[key] = file_line(source, node);
-  for (const auto& o : overrides) apply_override(tree, o, cfg);
+  // A key given twice is an error, as a duplicate key in the YAML file is
+  // (not "the last one wins" silently).
+  std::map<std::string, std::string> given;
+  for (const auto& o : overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    if (const auto it = given.find(key); it != given.end() && o.find('=') != std::string::npos)
+      throw ConfigError("command line: '" + key + "' is given twice ('" + it->second + "', then '" + o +
+                        "'): give each key once");
+    given.emplace(key, o);
+    apply_override(tree, o, cfg);
+  }
 
   std::vector<std::pair<std::string, YAML::Node>> leaves;
   flatten(tree, "", leaves);
@@ -514,11 +526,15 @@ double TrainerOptions::max_time_seconds() const {
 
 ExperimentConfig ExperimentConfig::load(const std::string& path,
                                         const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot open the config file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse(text.str(), path, overrides);
+  // A YAML experiment is a few KiB; 16 MiB is a wrong path (/dev/zero, a
+  // data file), refused in one line before it fills memory.
+  std::string text;
+  try {
+    text = read_file(path, 16u << 20, "config file");
+  } catch (const Error& e) {
+    throw ConfigError(e.what());
+  }
+  return parse(text, path, overrides);
 }
 
 ExperimentConfig ExperimentConfig::parse(const std::string& yaml_text, const std::string& source,

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -88,12 +90,69 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir) {
   return removed;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + path + ": " + std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+namespace {
+
+std::string kind_of(mode_t mode) {
+  if (S_ISREG(mode)) return "";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+std::string size_text(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f GiB", double(bytes) / double(uint64_t{1} << 30));
+  else if (bytes >= (uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(uint64_t{1} << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
+}  // namespace
+
+std::string non_regular_kind(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return kind_of(st.st_mode);
+}
+
+std::string read_file(const std::string& path, uint64_t max_bytes, const std::string& what) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open the " + what + ": " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw Error(path + ": cannot stat the " + what + ": " + std::strerror(errno));
+  if (const std::string kind = kind_of(st.st_mode); !kind.empty())
+    throw Error(path + ": " + kind + ", not a " + what);
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes)
+    throw Error(path + ": " + size_text(size) + ", more than the " + size_text(max_bytes) + " a " + what +
+                " may be");
+  std::string bytes;
+  try {
+    bytes.resize(size);  // what the file holds now; a writer appending meanwhile is not waited for
+  } catch (const std::bad_alloc&) {
+    throw Error(path + ": the " + what + " is " + size_text(size) + ", more than this process can allocate");
+  }
+  size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::pread(fd, bytes.data() + got, size - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error(path + ": cannot read the " + what + ": " + std::strerror(errno));
+    if (n == 0) break;  // cut meanwhile
+    got += static_cast<size_t>(n);
+  }
+  bytes.resize(got);
+  return bytes;
 }
 
 std::string make_run_dir(const std::string& out_dir, const std::string& name) {

@@ -1,6 +1,7 @@
 // File-system helpers: atomic writes and run directories.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,16 @@ GANTRY_CORE_EXPORT void write_file_atomic(const std::string& path, const std::st
 /// checkpoint). A live pid's file is left alone. Returns what it removed.
 GANTRY_CORE_EXPORT std::vector<std::string> remove_stale_temp_files(const std::string& dir);
 
-/// Reads a whole file; throws gantry::Error naming the path.
-GANTRY_CORE_EXPORT std::string read_file(const std::string& path);
+/// Reads a whole regular file of at most `max_bytes`; throws gantry::Error
+/// naming the path: missing, not a regular file (a directory, a FIFO that
+/// would block, /dev/zero that never ends), larger than `max_bytes`, or more
+/// than memory holds. `what` names the file in the line ("config file").
+GANTRY_CORE_EXPORT std::string read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX,
+                                         const std::string& what = "file");
+
+/// "a directory", "a FIFO", "a character device", ... for a path that is not
+/// a regular file; "" for a regular file or one that cannot be stat'ed.
+GANTRY_CORE_EXPORT std::string non_regular_kind(const std::string& path);
 
 /// Points `<experiment_dir>/latest` at its sub-folder `run_name` (a relative
 /// symlink, swapped in atomically by rename). Best effort: a failure is ignored.

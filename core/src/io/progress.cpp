@@ -2,9 +2,16 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 
 namespace gantry {
+
+namespace {
+std::atomic<bool> g_line_open{false};
+}  // namespace
+
+bool progress_line_open() { return g_line_open.load(); }
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "--:--";
@@ -87,6 +94,7 @@ void Progress::draw(bool final) {
   if (mode_ == Mode::kBar) {
     std::fputs(("\r\033[K" + line).c_str(), out_);
     drawn_ = true;
+    g_line_open = true;
   } else {
     std::fputs((line + "\n").c_str(), out_);
   }
@@ -99,6 +107,7 @@ void Progress::finish() {
   if (mode_ == Mode::kBar) std::fputs("\n", out_);
   std::fflush(out_);
   drawn_ = false;
+  g_line_open = false;
 }
 
 }  // namespace gantry

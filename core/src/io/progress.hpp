@@ -50,6 +50,10 @@ class GANTRY_CORE_EXPORT Progress {
   bool drawn_ = false;
 };
 
+/// Whether a progress bar's line is drawn and not yet ended (a terminal): an
+/// error printed now starts with a newline, or it would follow the bar.
+GANTRY_CORE_EXPORT bool progress_line_open();
+
 /// "1:02:03" / "02:03".
 GANTRY_CORE_EXPORT std::string format_duration(double seconds);
 

@@ -99,6 +99,46 @@ std::vector<std::string> needed_of(const ElfFile& f, const std::vector<Elf64_Shd
 
 }  // namespace
 
+namespace {
+
+std::string machine_name(unsigned machine) {
+  switch (machine) {
+    case EM_X86_64: return "x86-64";
+    case EM_AARCH64: return "aarch64";
+    case EM_386: return "i386";
+    case EM_ARM: return "32-bit ARM";
+    case EM_PPC64: return "ppc64";
+    case EM_RISCV: return "riscv";
+    case EM_S390: return "s390";
+    default: return "machine " + std::to_string(machine);
+  }
+}
+
+#if defined(__x86_64__)
+constexpr unsigned kHostMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr unsigned kHostMachine = EM_AARCH64;
+#else
+constexpr unsigned kHostMachine = EM_NONE;
+#endif
+
+}  // namespace
+
+std::string elf_of_another_machine(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char h[20] = {};
+  if (!in.read(reinterpret_cast<char*>(h), sizeof h) || std::memcmp(h, ELFMAG, SELFMAG) != 0) return "";
+  const bool little = h[EI_DATA] == ELFDATA2LSB;
+  const unsigned machine = little ? unsigned(h[18]) | unsigned(h[19]) << 8 : unsigned(h[19]) | unsigned(h[18]) << 8;
+  const std::string bits = h[EI_CLASS] == ELFCLASS64 ? "64-bit" : h[EI_CLASS] == ELFCLASS32 ? "32-bit" : "?-bit";
+  if (kHostMachine == EM_NONE) return "";
+  if (machine != kHostMachine)
+    return "an ELF for " + machine_name(machine) + " (" + bits + "), this gantry runs on " + machine_name(kHostMachine);
+  if (h[EI_CLASS] != ELFCLASS64 || !little)
+    return "a " + bits + (little ? "" : " big-endian") + " ELF, this gantry is a 64-bit little-endian program";
+  return "";
+}
+
 std::optional<ElfPlugin> read_plugin_elf(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;

@@ -27,6 +27,11 @@ struct ElfPlugin {
   std::vector<std::string> needed;
 };
 
+/// When `path` is an ELF file built for another machine than this process
+/// (an aarch64 library on x86-64, a 32-bit one): "an ELF for aarch64" (what
+/// dlopen reports as "No such file or directory"). "" otherwise.
+GANTRY_CORE_EXPORT std::string elf_of_another_machine(const std::string& path);
+
 /// Reads the 64-bit little-endian x86-64 ELF shared object at `path`; empty
 /// when it is not one (loading it then says why).
 GANTRY_CORE_EXPORT std::optional<ElfPlugin> read_plugin_elf(const std::string& path);

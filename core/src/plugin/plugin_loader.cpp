@@ -2,6 +2,11 @@
 #include "plugin/plugin_system.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <c10/util/Exception.h>
 
@@ -10,6 +15,10 @@
 
 #include "plugin/elf_manifest.hpp"
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <regex>
 #include <cstddef>
 #include <cstdlib>
@@ -130,6 +139,8 @@ std::shared_ptr<Plugin> Plugin::open(const std::string& path) {
   if (!fs::exists(st)) throw PluginError("plugin " + path + ": no such file");
   // dlopen of a FIFO or a device would block or read forever.
   if (!fs::is_regular_file(st)) throw PluginError("plugin " + path + " is not a regular file (a shared library)");
+  if (const std::string other = elf_of_another_machine(path); !other.empty())
+    throw PluginError("plugin " + path + " is " + other + ": build it for this machine");
   // Refuse another LibTorch's (or ABI's) plugin before loading it: loading
   // would run its LibTorch's initializers in this process (plugin/elf_manifest.hpp).
   if (const auto elf = read_plugin_elf(path)) check_plugin_file(path, *elf);
@@ -194,6 +205,74 @@ std::shared_ptr<Plugin> Plugin::find(const std::string& name_or_path) {
                     searched + " (set GANTRY_PLUGIN_PATH or give a path)");
 }
 
+namespace {
+
+// Opens `path` in a child process and returns its summary, or "error: ...":
+// loading runs the library's static initializers, and one that crashes or
+// hangs must not take `gantry plugins` with it.
+std::string probe_in_child(const std::string& path) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return "";
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return "";
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out;
+    try {
+      out = Plugin::open(path)->manifest().summary();
+    } catch (const Error& e) {
+      out = std::string("error: ") + e.what();
+    } catch (...) {
+      out = "error: loading it threw a non-standard exception";
+    }
+    for (size_t done = 0; done < out.size();) {
+      const ssize_t n = ::write(fds[1], out.data() + done, out.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool timed_out = false;
+  while (true) {
+    pollfd p{fds[0], POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) break;
+    char buf[4096];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return "error: loading it did not finish within 30 s (its static initializers hang)";
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return "error: loading it crashed the process (signal " + std::to_string(sig) + ", SIG" + (name ? name : "?") +
+           ", in its static initializers): gantry train with it would crash too";
+  }
+  return out.empty() ? "error: loading it ended the process (exit " + std::to_string(WEXITSTATUS(status)) + ")" : out;
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> Plugin::list_all() {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& dir : search_path()) {
@@ -204,7 +283,11 @@ std::vector<std::pair<std::string, std::string>> Plugin::list_all() {
       if (e.path().extension() == ".so") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
-      try {
+      if (std::string got = probe_in_child(f.string()); !got.empty()) {
+        out.emplace_back(f.string(), std::move(got));
+        continue;
+      }
+      try {  // no child process to be had: in this one
         out.emplace_back(f.string(), open(f.string())->manifest().summary());
       } catch (const Error& e) {
         out.emplace_back(f.string(), std::string("error: ") + e.what());

@@ -72,9 +72,9 @@ std::string crc_text(uint32_t crc) {
 GenericDict read_dict(const std::string& path) {
   std::string bytes;
   try {
-    bytes = read_file(path);
+    bytes = read_file(path, UINT64_MAX, "checkpoint");
   } catch (const Error& e) {
-    throw CheckpointError(std::string("checkpoint ") + e.what());
+    throw CheckpointError(e.what());
   }
   try {
     const torch::IValue v = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));

@@ -36,18 +36,42 @@ void FitStop::at_start(const TrainState& s) {
 
 std::string FitStop::wish(const TrainState& s, double elapsed_s) {
   std::string why;
-  if (t_.max_steps > 0 && s.global_step >= t_.max_steps)
+  wish_kind_ = wish_signal_ = 0;
+  if (t_.max_steps > 0 && s.global_step >= t_.max_steps) {
     why = limit("max_steps", std::to_string(t_.max_steps));
-  else if (max_time_ > 0 && elapsed_s >= max_time_)
+    wish_kind_ = 1;
+  } else if (max_time_ > 0 && elapsed_s >= max_time_) {
     why = limit("max_time", t_.max_time);
-  else if (const int sig = stop_requested())
+    wish_kind_ = 2;
+  } else if (const int sig = stop_requested()) {
     why = "stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+    wish_kind_ = 3;
+    wish_signal_ = sig;
+  }
   if (!why.empty() && reason_.empty()) reason_ = why;
   return why;
 }
 
-void FitStop::after_batch(bool agreed, bool max_steps_reached) {
-  if (agreed || max_steps_reached) stop(kOtherRank);
+int32_t FitStop::wish_code(int rank) const {
+  if (wish_kind_ == 0) return 0;
+  return (wish_kind_ << 24) | ((wish_signal_ & 0xff) << 16) | (rank & 0xffff);
+}
+
+std::string FitStop::describe_wish(int32_t code, const std::string& max_time) {
+  const int kind = code >> 24, sig = (code >> 16) & 0xff, rank = code & 0xffff;
+  const std::string who = "rank " + std::to_string(rank);
+  switch (kind) {
+    case 1: return who + " reached trainer.max_steps";
+    case 2: return who + " reached trainer.max_time=" + max_time;
+    case 3: return who + " was stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+    default: return "";
+  }
+}
+
+void FitStop::after_batch(bool agreed, bool max_steps_reached, int32_t wish) {
+  if (!agreed && !max_steps_reached) return;
+  const std::string who = describe_wish(wish, t_.max_time);
+  stop(who.empty() ? kOtherRank : who);
 }
 
 void FitStop::after_epoch(const TrainState& s) {

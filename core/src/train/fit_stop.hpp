@@ -15,6 +15,10 @@
 
 namespace gantry {
 
+/// The checkpoint's trainer-state key holding the seconds the fit loops of
+/// this training have run so far (trainer.max_time counts them across resumes).
+inline constexpr const char* kFitTimeKey = "fit.time_elapsed_s";
+
 class GANTRY_CORE_EXPORT FitStop {
  public:
   /// `total_steps`: the batches max_epochs and max_steps allow (-1: none).
@@ -23,13 +27,20 @@ class GANTRY_CORE_EXPORT FitStop {
   /// Before the first batch: a resumed run that is already at its end.
   void at_start(const TrainState& s);
   /// This rank's own wish to stop after a batch, "" for none: max_steps,
-  /// max_time (`elapsed_s` since the loop began), a stop signal. The first
+  /// max_time (`elapsed_s`: this training's fit time, earlier runs included), a stop signal. The first
   /// wish becomes the reason (the ranks agree on it a batch later).
   std::string wish(const TrainState& s, double elapsed_s);
+  /// This rank's last wish for the agreement: 0 for none, else
+  /// kind << 24 | signal << 16 | rank (kind 1 max_steps, 2 max_time, 3 a
+  /// signal), so that the largest over the ranks names one rank and why.
+  int32_t wish_code(int rank) const;
+  /// "rank 3 was stopped by signal 15 (SIGTERM)" for a wish code ("" for 0).
+  static std::string describe_wish(int32_t code, const std::string& max_time);
   /// After a batch, or the extra agreement round at an epoch's end:
-  /// `agreed`, the ranks' verdict; `max_steps_reached` stops this rank at once
-  /// (every rank reaches it at the same batch).
-  void after_batch(bool agreed, bool max_steps_reached = false);
+  /// `agreed`, the ranks' verdict (`wish`: its largest wish code, naming the
+  /// rank that asked); `max_steps_reached` stops this rank at once (every
+  /// rank reaches it at the same batch).
+  void after_batch(bool agreed, bool max_steps_reached = false, int32_t wish = 0);
   /// After an epoch (`s.epoch` counts it): max_epochs.
   void after_epoch(const TrainState& s);
 
@@ -45,6 +56,7 @@ class GANTRY_CORE_EXPORT FitStop {
   double max_time_;
   bool done_ = false;
   std::string reason_;
+  int wish_kind_ = 0, wish_signal_ = 0;  // this rank's last wish
 };
 
 /// The error a NaN/Inf metric ends the run with: this rank's own message

@@ -4,6 +4,7 @@
 // ranks stop one step after the request, all at the same step.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -18,13 +19,15 @@ class StopAgreement {
   struct Verdict {
     bool stop = false;
     bool bad_metric = false;
+    int32_t wish = 0;  ///< the largest wish code of the ranks that wished to stop (FitStop::wish_code)
   };
   /// `pg`: null in a world of one (the verdict is then this rank's own, at once).
   explicit StopAgreement(ProcessGroup* pg) : pg_(pg) {}
 
-  /// This rank's wish after a batch (`bad`: a NaN/Inf message, or ""); returns
+  /// This rank's wish after a batch (`wish`: 0 to go on, else a FitStop wish
+  /// code naming the rank and why; `bad`: a NaN/Inf message, or ""); returns
   /// what all ranks agreed after the previous batch.
-  Verdict agree(bool stop, const std::string& bad);
+  Verdict agree(int32_t wish, const std::string& bad);
   /// Waits for the last batch's agreement; throws TrainingError when a rank
   /// saw a NaN/Inf there. `step`: for the message.
   void finish(int64_t step);

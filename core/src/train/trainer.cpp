@@ -267,12 +267,12 @@ struct Trainer::Impl {
   // matches). Throws TrainingError naming the first bad value. Returns
   // whether the ranks agreed to stop (the previous round's verdict, which
   // this round consumed).
-  bool settle(FitState& fit, StopAgreement& agreement, std::vector<PendingStep>& pending) {
-    if (!defer_reads()) return false;
+  StopAgreement::Verdict settle(FitState& fit, StopAgreement& agreement, std::vector<PendingStep>& pending) {
+    if (!defer_reads()) return {};
     const std::string bad = read_pending(pending, fit);
-    const StopAgreement::Verdict v = agreement.agree(false, bad);
+    const StopAgreement::Verdict v = agreement.agree(0, bad);
     if (v.bad_metric || !bad.empty()) fail_on_bad_metric(fit, agreement);
-    return v.stop;
+    return v;
   }
 
   // A NaN/Inf metric on any rank: the event (rank 0, when it saw it) and the error.
@@ -293,6 +293,14 @@ struct Trainer::Impl {
     std::vector<PendingStep> pending;  // batches whose values are not read yet (defer)
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    // trainer.max_time counts the fit time of every run of this training, as
+    // Lightning's Timer keeps time_elapsed in its checkpoint state: a
+    // checkpoint records it, a resume continues from it.
+    const auto time_it = s.extra.find(kFitTimeKey);
+    const double time_before = time_it != s.extra.end() && time_it->second.numel() == 1
+                                   ? time_it->second.to(torch::kFloat64).item<double>()
+                                   : 0.0;
+    auto record_time = [&] { s.extra[kFitTimeKey] = torch::tensor(time_before + elapsed(), torch::kFloat64); };
     auto every = [&](int64_t n) { return n > 0 && s.global_step % n == 0; };
 
     callbacks.call(&Callback::on_fit_start, fit);
@@ -323,19 +331,24 @@ struct Trainer::Impl {
         const bool read_now =
             !defer || every(t.log_every_n_steps) || image_due || ckpt_due || max_steps_reached;
         const std::string bad = read_now ? read_pending(pending, fit) : "";
-        const std::string wish = stop.wish(s, elapsed());  // why this rank wants to stop ("" if not)
-        const StopAgreement::Verdict agreed = agreement.agree(!wish.empty(), bad);
+        const std::string wish = stop.wish(s, time_before + elapsed());  // why this rank wants to stop ("" if not)
+        const StopAgreement::Verdict agreed =
+            agreement.agree(wish.empty() ? 0 : stop.wish_code(accel->dist().rank), bad);
         if (agreed.bad_metric) fail_on_bad_metric(fit, agreement);
         if ((image_due || ckpt_due) && !buffers_every_step) accel->broadcast(buffers);  // rank 0's, for readers
         callbacks.call(&Callback::on_batch_end, fit);
         if (image_due) callbacks.call(&Callback::on_image_step, fit);  // what log_samples logs joins this row
         if (every(t.log_every_n_steps)) callbacks.call(&Callback::on_log_step, fit);
-        if (ckpt_due) callbacks.call(&Callback::on_checkpoint_step, fit);
-        stop.after_batch(agreed.stop, max_steps_reached);
+        if (ckpt_due) {
+          record_time();
+          callbacks.call(&Callback::on_checkpoint_step, fit);
+        }
+        stop.after_batch(agreed.stop, max_steps_reached, agreed.wish);
       }
       if (s.batch_in_epoch >= fit.per_epoch) {  // the epoch is complete
         // Epoch-end callbacks (validation, rows) see every batch's values.
-        stop.after_batch(settle(fit, agreement, pending));
+        const StopAgreement::Verdict settled = settle(fit, agreement, pending);
+        stop.after_batch(settled.stop, false, settled.wish);
         callbacks.call(&Callback::on_epoch_end, fit);
         ++s.epoch;
         s.batch_in_epoch = 0;
@@ -351,6 +364,7 @@ struct Trainer::Impl {
     callbacks.call(&Callback::on_train_end, fit);
     accel->broadcast(buffers);  // a collective: every rank has published its final status
     result.replicas_identical = accel->identical(model->parameters());
+    record_time();
     callbacks.call(&Callback::on_fit_end, fit);
     result.stop_signal = stop_requested();
     if (out) {
