@@ -32,6 +32,7 @@
 #include "data/image_grid.hpp"
 #include "io/progress.hpp"
 #include "plugin/plugin_loader.hpp"
+#include "runtime/crash.hpp"
 #include "runtime/runtime.hpp"
 #include "train/quality.hpp"
 #include "train/trainer.hpp"
@@ -207,6 +208,7 @@ int cmd_train(const std::string& config_path, const std::vector<std::string>& ov
   std::fflush(stdout);
 
   install_stop_signals();
+  install_crash_handlers();  // a plugin's segfault or abort: one line and a `failed` record, then the signal
   Trainer trainer(std::move(exp), run_dir, dist);
   const FitResult r = own_data ? trainer.fit() : trainer.fit(*train, val ? &*val : nullptr);
   fresh.keep();
@@ -361,6 +363,7 @@ std::string version_text() {
 
 int main(int argc, char** argv) {
   configure_allocator();
+  raise_file_limit();  // a launcher holds a pipe per rank, a rank a socket per rank
   CLI::App app{"gantry: train LibTorch systems from plugins (PyTorch Lightning for C++)"};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);

@@ -580,3 +580,25 @@ TEST(ShmAllreduce, AStopSignalEndsAWaitForAStuckRankWithALine) {
   EXPECT_GT(wall, 0.45);  // the signal at 0.2 s, then the grace
   EXPECT_LT(wall, 3.0);
 }
+
+// `ulimit -n 64; gantry launch -n 16`: rank 0 aborted with an uncaught
+// c10d::SocketError "Too many open files", rank 2 with an uncaught
+// std::system_error, the rest said "Connection reset by peer". Each rank now
+// checks the limit (after raising the soft limit to the hard one) before the
+// rendezvous and names it and the fix.
+TEST(Distributed, AFileLimitTooLowForTheRanksIsOneLineOnEachRank) {
+  TempDir dir;
+  const auto r = run_gantry("launch -n 8 '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                                "' system.plugin=" + gantry::test::plugin_path("tiny") + " trainer.threads=1",
+                            dir.path(), "ulimit -n 64;");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  for (int rank : {0, 5}) {
+    const std::string line = "[rank " + std::to_string(rank) + "] gantry: error: rank " + std::to_string(rank) +
+                             ": this process may open 64 files (ulimit -n; hard limit 64), and with 8 ranks rank " +
+                             (rank == 0 ? "0 needs about 112" : "N > 0 needs about 80");
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Connection reset"), std::string::npos) << r.out;
+  EXPECT_EQ(check_file_limit(0, 2), "") << "the default limit here is too low for 2 ranks?";
+}

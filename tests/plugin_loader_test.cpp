@@ -6,6 +6,8 @@
 #include "plugin/plugin_loader.hpp"
 #include "plugin/plugin_system.hpp"
 #include "support.hpp"
+#include "wire/message.hpp"
+#include "wire/record_log.hpp"
 #include "train/trainer.hpp"
 
 #include <cstddef>
@@ -322,4 +324,48 @@ TEST(PluginSystem, APluginThreadRunningAtExitDoesNotCrashTheEnd) {
                                           dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("done at step 5"), std::string::npos) << r.out << r.err;
+}
+
+// A segfault in training_step (exit 139), std::abort or `throw 42` (134)
+// printed nothing and the run log never said the run failed (the monitor
+// showed it running). Now: one line naming plugin, hook and step, and a last
+// `failed` record; the exit status still says which signal.
+TEST(PluginSystem, APluginCrashIsOneLineAndTheRunLogSaysFailed) {
+  struct Case {
+    const char* how;
+    int exit_code;
+    std::string line;
+  };
+  for (const Case& c : {Case{"segv", 128 + SIGSEGV, "gantry: error: plugin throws crashed with SIGSEGV in training_step at step 5"},
+                        Case{"abort", 128 + SIGABRT,
+                             "gantry: error: plugin throws crashed with SIGABRT (std::abort, or an exception nothing "
+                             "caught) in training_step at step 5"},
+                        Case{"throw42", 1,
+                             "gantry: error: plugin throws: training_step failed at step 5: it threw something that is "
+                             "not a std::exception (no message)"}}) {
+    gantry::test::TempDir dir;
+    const auto r = gantry::test::run_gantry("train '" + kTinyConfig + "' system.plugin=" + plugin_path("throws") +
+                                                " system.throw_in=none system.crash=" + c.how +
+                                                " data.batch_size=4 trainer.max_steps=20",
+                                            dir.path(), "ulimit -c 0;");
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.how << "\n" << r.out << r.err;
+    // The shell that ran it may add its own "Segmentation fault" after it.
+    int errors = 0;
+    for (const auto& line : gantry::test::lines_of(r.err)) errors += line.rfind("gantry: error: ", 0) == 0;
+    EXPECT_EQ(errors, 1) << c.how << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.line + "\n"), std::string::npos) << c.how << "\n" << r.err;
+    std::string last_kind, last_text;
+    int64_t last_step = -1;
+    for (const auto& f : gantry::wire::replay((dir.path() / "runs/tiny/latest/stream.gantrylog").string()).frames) {
+      const gantry::wire::Message m = gantry::wire::decode(f);
+      if (const auto* e = std::get_if<gantry::wire::Event>(&m.payload)) {
+        last_kind = e->kind;
+        last_text = e->text;
+        last_step = e->step;
+      }
+    }
+    EXPECT_EQ(last_kind, "failed") << c.how;
+    EXPECT_EQ("gantry: error: " + last_text, c.line) << c.how;
+    EXPECT_EQ(last_step, 5) << c.how;
+  }
 }

@@ -1,6 +1,7 @@
 #include "record_log.hpp"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -26,6 +27,42 @@ void RecordWriter::append(const std::string& frame) {
   if (std::fwrite(&len, 4, 1, file_) != 1 || std::fwrite(&crc, 4, 1, file_) != 1 ||
       std::fwrite(frame.data(), 1, frame.size(), file_) != frame.size() || std::fflush(file_) != 0)
     throw std::runtime_error("cannot append to " + path_ + ": " + std::strerror(errno));
+}
+
+int RecordWriter::fd() const { return file_ ? ::fileno(file_) : -1; }
+
+size_t encode_event_record(char* out, size_t cap, uint64_t seq, const char* kind, int64_t step, double wall_time,
+                           const char* text) noexcept {
+  // message.cpp's layout: 'G' 'W' version type(7 = Event) seq u32(payload length),
+  // then the Event: str kind, i64 step, f64 wall_time, str text (str = u32 length + bytes).
+  constexpr size_t kFrameHeader = 2 + 1 + 1 + 8 + 4, kRecordHeader = 8;
+  const size_t kind_len = std::strlen(kind);
+  size_t text_len = std::strlen(text);
+  const size_t fixed = kRecordHeader + kFrameHeader + 4 + kind_len + 8 + 8 + 4;
+  if (cap < fixed) return 0;
+  if (text_len > cap - fixed) text_len = cap - fixed;
+  const uint32_t payload = static_cast<uint32_t>(4 + kind_len + 8 + 8 + 4 + text_len);
+  const uint32_t frame_len = static_cast<uint32_t>(kFrameHeader + payload);
+  char* p = out + kRecordHeader;
+  auto put = [&p](const void* v, size_t n) {
+    std::memcpy(p, v, n);
+    p += n;
+  };
+  const uint8_t head[4] = {'G', 'W', kProtocolVersion, 7};
+  put(head, 4);
+  put(&seq, 8);
+  put(&payload, 4);
+  const uint32_t kl = static_cast<uint32_t>(kind_len), tl = static_cast<uint32_t>(text_len);
+  put(&kl, 4);
+  put(kind, kind_len);
+  put(&step, 8);
+  put(&wall_time, 8);
+  put(&tl, 4);
+  put(text, text_len);
+  const uint32_t crc = crc32(out + kRecordHeader, frame_len);
+  std::memcpy(out, &frame_len, 4);
+  std::memcpy(out + 4, &crc, 4);
+  return kRecordHeader + frame_len;
 }
 
 namespace {

@@ -24,6 +24,9 @@ class RecordWriter {
 
   /// Appends one frame and hands it to the OS.
   void append(const std::string& frame);
+  /// The file's descriptor (opened for appending): a crash handler writes its
+  /// last record there with write(2).
+  int fd() const;
 
  private:
   std::FILE* file_ = nullptr;
@@ -46,6 +49,12 @@ struct Replay {
 /// One line describing `corrupt` for a warning ("" when empty):
 /// "2 damaged records skipped (37 bytes at offset 1204, ...)".
 std::string describe(const std::vector<CorruptRegion>& corrupt);
+
+/// One Event record ([length][CRC][frame], as RecordWriter::append stores
+/// it) encoded into `out` without allocating: what a signal handler may do.
+/// Strings are cut to fit; returns the record's size (0: `cap` too small).
+size_t encode_event_record(char* out, size_t cap, uint64_t seq, const char* kind, int64_t step, double wall_time,
+                           const char* text) noexcept;
 
 /// Reads every intact record of `path` (missing file: no records).
 Replay replay(const std::string& path);

@@ -2,10 +2,13 @@
 // constructor), with LibTorch's TORCH_CHECK (whose message carries a C++
 // backtrace): every hook's failure must reach the user as the same one line,
 // `plugin throws: <hook> failed[ at step N]: boom in <hook>` (PluginSystem).
+// `system.crash` (segv, abort, throw42) crashes training_step after
+// `system.crash_after` steps instead: a plugin bug the runner cannot catch.
 // Otherwise a working system: a linear regression on 8 samples of its own.
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 #include <string>
@@ -29,7 +32,11 @@ class Eight : public gantry::Dataset {
 
 class Throws : public gantry::System {
  public:
-  explicit Throws(const gantry::Params& p) : throw_in_(p.get("throw_in", "constructor")), model_(4, 1) {
+  explicit Throws(const gantry::Params& p)
+      : throw_in_(p.get("throw_in", "constructor")),
+        crash_(p.get("crash", "")),
+        crash_after_(p.get("crash_after", int64_t{5})),
+        model_(4, 1) {
     (void)p.get("lr", 0.1);
     if (throw_in_ == "constructor") throw std::runtime_error("cannot build the model");
     // system.stray_thread: a thread of the plugin's own that runs until the
@@ -57,6 +64,11 @@ class Throws : public gantry::System {
   }
   void training_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
     maybe("training_step");
+    if (!crash_.empty() && steps_++ >= crash_after_) {
+      if (crash_ == "segv") *static_cast<volatile int*>(nullptr) = 1;
+      if (crash_ == "abort") std::abort();
+      if (crash_ == "throw42") throw 42;
+    }
     const auto loss = torch::mse_loss(model_(batch.input), batch.target);
     ctx.optimize("sgd", loss);
     ctx.log("loss", loss);
@@ -106,7 +118,8 @@ class Throws : public gantry::System {
  private:
   void maybe(const char* hook) const { TORCH_CHECK(throw_in_ != hook, "boom in ", hook); }
 
-  std::string throw_in_;
+  std::string throw_in_, crash_;
+  int64_t crash_after_ = 5, steps_ = 0;
   torch::nn::Linear model_;
 };
 

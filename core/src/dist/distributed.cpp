@@ -186,11 +186,40 @@ std::string ProcessGroup::silent_ranks() {
   }
 }
 
+std::string check_file_limit(int rank, int world_size) {
+  // Measured (2 and 8 ranks on one host): rank 0 holds ~24 + 5 descriptors
+  // per rank (the rendezvous store's connections, Gloo's pairs), every other
+  // rank ~13 + 1 per rank; with margin for data, checkpoints, images, CUDA.
+  const uint64_t need = 64 + uint64_t(rank == 0 ? 6 : 2) * uint64_t(world_size);
+  const auto [soft, hard] = file_limits();
+  if (soft == 0 || soft >= need) return "";
+  return "this process may open " + std::to_string(soft) + " files (ulimit -n; hard limit " + std::to_string(hard) +
+         "), and with " + std::to_string(world_size) + " ranks rank " + (rank == 0 ? "0" : "N > 0") + " needs about " +
+         std::to_string(need) + " (a socket to every rank" + (rank == 0 ? ", two store connections per rank" : "") +
+         "): raise it, e.g. `ulimit -n " + std::to_string(std::max<uint64_t>(4096, 2 * need)) +
+         "` before gantry (under SLURM: the limit srun propagates, --propagate=NOFILE)";
+}
+
+namespace {
+
+// LibTorch's socket errors for a full descriptor table: one more sentence.
+std::string with_file_limit_hint(const std::string& text) {
+  if (text.find("Too many open files") == std::string::npos) return text;
+  const auto [soft, hard] = file_limits();
+  return text + " (this process may open " + std::to_string(soft) + " files, hard limit " + std::to_string(hard) +
+         ": raise it with ulimit -n)";
+}
+
+}  // namespace
+
 ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl)
     : env_(env), timeout_(timeout) {
   env_.master_addr = resolve_master_host(env.master_addr);
   const std::string where = env_.master_addr + ":" + std::to_string(env.master_port);
   const std::string me = "rank " + std::to_string(env.rank);
+  raise_file_limit();
+  if (const std::string short_of = check_file_limit(env.rank, env.world_size); !short_of.empty())
+    throw Error(me + ": " + short_of);
   c10d::TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(env.master_port);
   opts.isServer = env.rank == 0;
@@ -204,7 +233,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
                 (env.rank == 0 ? "cannot listen on " + where
                                : "cannot reach the master (rank 0) at " + where + " within " +
                                      seconds(timeout)) +
-                ": " + error_text(e));
+                ": " + with_file_limit_hint(error_text(e)));
   }
   // Everyone checks in; everyone waits for everyone, then names the missing.
   store_->set("gantry/arrived/" + std::to_string(env.rank), std::vector<uint8_t>{1});
@@ -227,7 +256,8 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   try {
     heartbeat_ = std::make_unique<Heartbeat>(env_.master_addr, opts.port, env.rank, timeout);
   } catch (const std::exception& e) {
-    throw Error(me + ": cannot open a second connection to the rendezvous store on " + where + ": " + error_text(e));
+    throw Error(me + ": cannot open a second connection to the rendezvous store on " + where + ": " +
+                with_file_limit_hint(error_text(e)));
   }
   auto gloo = c10d::ProcessGroupGloo::Options::create();
   gloo->timeout = timeout;
@@ -243,7 +273,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   try {
     pg_ = make_gloo_group(c10::make_intrusive<c10d::PrefixStore>("gloo", store_), env.rank, env.world_size, gloo);
   } catch (const std::exception& e) {
-    throw Error(me + ": cannot connect the Gloo process group: " + error_text(e));
+    throw Error(me + ": cannot connect the Gloo process group: " + with_file_limit_hint(error_text(e)));
   }
   if (!nccl) return;
 #if GANTRY_WITH_CUDA

@@ -25,6 +25,10 @@ namespace gantry {
 
 class ShmAllreduce;
 
+/// "" when this process may open the descriptors `world_size` ranks need on
+/// rank `rank`; else the line saying how many and how to raise the limit.
+GANTRY_CORE_EXPORT std::string check_file_limit(int rank, int world_size);
+
 /// NCCL's version as LibTorch 2.x reports it (torch::cuda::nccl::version():
 /// major << 32 | minor << 16 | patch, torch/csrc/cuda/nccl.cpp), as "2.27.3".
 /// A pure function, so the CPU tests check it.

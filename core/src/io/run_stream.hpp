@@ -38,6 +38,10 @@ class GANTRY_CORE_EXPORT RunStream {
 
   /// Sequence number of the last message written (0: none).
   uint64_t last_seq() const { return seq_; }
+  /// Where a crash handler appends the run's last record (crash_log_to): the
+  /// log's descriptor and the address of the sequence number.
+  int log_fd() const { return log_->fd(); }
+  const uint64_t* seq_address() const { return &seq_; }
   static constexpr const char* kLogName = "stream.gantrylog";
 
  private:

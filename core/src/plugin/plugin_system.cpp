@@ -3,6 +3,7 @@
 #include <cstddef>
 
 #include "config/errors.hpp"
+#include "runtime/crash.hpp"
 #include "runtime/runtime.hpp"
 
 namespace gantry {
@@ -18,6 +19,7 @@ std::string plugin_failure(const std::string& plugin, const std::string& hook, i
 
 template <class F>
 auto PluginSystem::call(const char* hook, int64_t step, F&& f) -> decltype(f()) {
+  const CrashScope scope(name().c_str(), hook, step);  // a crash in here names the plugin, hook and step
   try {
     return f();
   } catch (const Error&) {
@@ -25,7 +27,10 @@ auto PluginSystem::call(const char* hook, int64_t step, F&& f) -> decltype(f()) 
   } catch (const std::exception& e) {
     throw PluginError(plugin_failure(name(), hook, step, e));
   } catch (...) {
-    throw PluginError("plugin " + name() + ": " + hook + " threw a non-standard exception");
+    // `throw 42`: not a std::exception, so no message; the same line shape.
+    throw PluginError("plugin " + name() + ": " + hook + " failed" +
+                      (step >= 0 ? " at step " + std::to_string(step) : "") +
+                      ": it threw something that is not a std::exception (no message)");
   }
 }
 

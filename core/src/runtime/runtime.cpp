@@ -6,12 +6,14 @@
 #include <malloc.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -134,6 +136,24 @@ bool configure_allocator() {
   g_allocator_tuned = mallopt(M_MMAP_THRESHOLD, 256 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 &&
                       mallopt(M_TOP_PAD, 64 << 20) == 1;
   return g_allocator_tuned;
+}
+
+std::pair<uint64_t, uint64_t> file_limits() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return {0, 0};
+  return {r.rlim_cur, r.rlim_max};
+}
+
+uint64_t raise_file_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return 0;
+  const rlim_t want = r.rlim_max == RLIM_INFINITY ? rlim_t(1) << 20 : std::min<rlim_t>(r.rlim_max, rlim_t(1) << 20);
+  if (r.rlim_cur < want) {
+    rlimit raised = r;
+    raised.rlim_cur = want;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
+  }
+  return r.rlim_cur;
 }
 
 namespace {

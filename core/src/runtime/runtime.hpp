@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "gantry/core_export.hpp"
 #include "io/clock.hpp"
@@ -50,6 +51,13 @@ GANTRY_CORE_EXPORT bool configure_allocator();
 /// nothing). Call it before the model and data are allocated
 /// (trainer.huge_pages).
 GANTRY_CORE_EXPORT size_t advise_huge_heap();
+
+/// Raises the soft limit on open files to the hard one (capped at 2^20): a
+/// rank holds a socket to every other rank, rank 0 several. Returns the soft
+/// limit now in force.
+GANTRY_CORE_EXPORT uint64_t raise_file_limit();
+/// The soft and hard limits on open files (RLIMIT_NOFILE).
+GANTRY_CORE_EXPORT std::pair<uint64_t, uint64_t> file_limits();
 
 /// SIGINT / SIGTERM / SIGUSR1 / SIGUSR2 / SIGHUP ask the trainer to stop at
 /// the next step boundary and save (the handler only sets a flag); a second

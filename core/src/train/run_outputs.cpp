@@ -1,5 +1,7 @@
 #include "train/run_outputs.hpp"
 
+#include "runtime/crash.hpp"
+
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -21,6 +23,7 @@ RunOutputs::RunOutputs(const FitState& fit, int64_t batch_size_all_ranks)
       progress_(Progress::parse_mode(fit.cfg().trainer.progress, stdout), fit.total_steps, fit.per_epoch,
                 batch_size_all_ranks) {
   const ExperimentConfig& cfg = fit.cfg();
+  crash_log_to(stream_.log_fd(), stream_.seq_address());  // a crash's `failed` record goes to this log
   if (fit.state.global_step > 0) metrics_.truncate_after(fit.state.global_step);  // resumed
   if (cfg.monitor.enabled) {
     const std::string line =
@@ -44,6 +47,8 @@ RunOutputs::RunOutputs(const FitState& fit, int64_t batch_size_all_ranks)
   if (fit.state.global_step > 0)  // clients drop points after this step that came before it
     stream_.event("resumed", fit.state.global_step, unix_time(), "resumed from " + cfg.trainer.resume);
 }
+
+RunOutputs::~RunOutputs() { crash_log_to(-1, nullptr); }
 
 void RunOutputs::scalars(int64_t step, int64_t epoch, const Values& values) {
   metrics_.write(step, epoch, unix_time(), values);

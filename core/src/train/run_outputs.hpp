@@ -20,6 +20,9 @@ class RunOutputs {
   /// its server when monitor.enabled: monitor.txt, "monitor:" line) and sends
   /// RunInfo (+ a "resumed" event).
   RunOutputs(const FitState& fit, int64_t batch_size_all_ranks);
+  ~RunOutputs();
+  RunOutputs(const RunOutputs&) = delete;
+  RunOutputs& operator=(const RunOutputs&) = delete;
 
   /// One metrics.csv row + stream scalars.
   void scalars(int64_t step, int64_t epoch, const Values& values);
