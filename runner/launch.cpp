@@ -15,10 +15,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -130,6 +133,14 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
   sigaction(SIGHUP, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // our own stdout's reader gone: the ranks' lines are lost, the ranks are not
 
+  // The ranks' verdicts on who stopped responding come back on this pipe
+  // (descriptor 3 in each rank, GANTRY_LAUNCH_REPORT_FD): the summary names
+  // that rank, not the one that noticed, and a named rank is killed at once.
+  int report[2] = {-1, -1};
+  if (::pipe2(report, O_CLOEXEC) == 0) ::fcntl(report[0], F_SETFL, O_NONBLOCK);
+  std::string report_partial;
+  std::map<int, std::string> named;  // rank -> "rank 0: <its verdict>"
+
   std::vector<Child> children(n);
   for (int r = 0; r < n; ++r) {
     int fds[2];
@@ -147,6 +158,13 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
       if (::getppid() != launcher) ::_exit(143);  // the launcher died before prctl
       ::dup2(fds[1], 1);
       ::dup2(fds[1], 2);
+      if (report[1] >= 0) {
+        if (report[1] == 3)
+          ::fcntl(3, F_SETFD, 0);  // keep it across exec
+        else
+          ::dup2(report[1], 3);
+        ::setenv("GANTRY_LAUNCH_REPORT_FD", "3", 1);
+      }
       ::setenv("RANK", std::to_string(r).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
@@ -164,6 +182,7 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
     children[r].pid = pid;
     children[r].fd = fds[0];
   }
+  if (report[1] >= 0) ::close(report[1]);
   std::printf("gantry launch: %d ranks, master %s:%s\n", n, addr.c_str(), port.c_str());
   std::fflush(stdout);
 
@@ -190,23 +209,59 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
         ::kill(c.pid, SIGKILL);
       }
   };
+  // "silent 1,5 by 0: <verdict>" lines from the ranks.
+  auto read_reports = [&] {
+    if (report[0] < 0) return;
+    char buf[4096];
+    ssize_t got;
+    while ((got = ::read(report[0], buf, sizeof buf)) > 0) report_partial.append(buf, static_cast<size_t>(got));
+    size_t nl;
+    while ((nl = report_partial.find('\n')) != std::string::npos) {
+      const std::string line = report_partial.substr(0, nl);
+      report_partial.erase(0, nl + 1);
+      const size_t by = line.find(" by "), colon = line.find(": ", by == std::string::npos ? 0 : by);
+      if (line.rfind("silent ", 0) != 0 || by == std::string::npos || colon == std::string::npos) continue;
+      const std::string list = line.substr(7, by - 7), who = line.substr(by + 4, colon - by - 4);
+      size_t at = 0;
+      while (at <= list.size()) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        const int r = std::atoi(list.substr(at, comma - at).c_str());
+        if (r >= 0 && r < n && !named.count(r)) named[r] = "rank " + who + ": " + line.substr(colon + 2);
+        at = comma + 1;
+      }
+    }
+  };
   auto blame = [&] {
+    read_reports();
     first_failed = failed_now.front();
     for (int r : failed_now)
       if (children[r].code > 128 && children[first_failed].code <= 128) first_failed = r;
     const Child& c = children[first_failed];
-    // A rank that is stopped is the cause; the one that failed only noticed.
-    std::string cause;
-    for (auto& o : children)
-      if (o.running && is_stopped(o.pid)) cause += (cause.empty() ? "" : ", ") + std::to_string(o.rank);
+    // A rank that is stopped, or that the others named as silent, is the
+    // cause; the one that failed only noticed.
+    std::string cause, why;
+    for (auto& o : children) {
+      const bool stopped = o.running && is_stopped(o.pid);
+      const auto it = named.find(o.rank);
+      if (!stopped && it == named.end()) continue;
+      cause += (cause.empty() ? "" : ", ") + std::to_string(o.rank);
+      if (why.empty()) why = stopped ? "process stopped" : "named by " + it->second.substr(0, it->second.find(':'));
+    }
     if (!cause.empty())
-      std::printf("gantry launch: rank %d %s after rank%s %s stopped responding (process stopped); ending the job\n",
-                  c.rank, describe_status(c.code).c_str(), cause.find(',') == std::string::npos ? "" : "s",
-                  cause.c_str());
+      std::printf("gantry launch: rank %d %s after rank%s %s stopped responding (%s); ending the job\n", c.rank,
+                  describe_status(c.code).c_str(), cause.find(',') == std::string::npos ? "" : "s", cause.c_str(),
+                  why.c_str());
     else
       std::printf("gantry launch: rank %d %s; stopping the other ranks\n", c.rank, describe_status(c.code).c_str());
     std::fflush(stdout);
     kill_stopped();
+    for (auto& o : children)  // hung in its own code: it cannot honour SIGTERM either
+      if (o.running && named.count(o.rank)) {
+        std::printf("gantry launch: rank %d (pid %d) does not respond (%s); killing it\n", o.rank, int(o.pid),
+                    named[o.rank].c_str());
+        std::fflush(stdout);
+        ::kill(o.pid, SIGKILL);
+      }
     signal_all(SIGTERM);
     kill_deadline = std::chrono::steady_clock::now() + opt.grace;
   };
@@ -215,6 +270,7 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
     for (auto& c : children)
       if (c.fd >= 0) pfds.push_back({c.fd, POLLIN, 0});
     ::poll(pfds.data(), pfds.size(), 100);
+    read_reports();
     for (auto& c : children) {
       if (c.fd < 0) continue;
       drain(c);
@@ -254,6 +310,7 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
     if (first_failed >= 0 && std::chrono::steady_clock::now() > kill_deadline) signal_all(SIGKILL);
   }
   if (first_failed < 0 && !failed_now.empty()) blame();  // all ended within the window
+  if (report[0] >= 0) ::close(report[0]);
   if (first_failed >= 0) return children[first_failed].code;
   for (const auto& c : children)
     if (c.code != 0) return c.code;

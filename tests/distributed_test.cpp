@@ -266,10 +266,11 @@ TEST(Distributed, RankThatNeverArrivesIsNamedWithinTheTimeout) {
 namespace {
 
 // `gantry launch -n 2 CONFIG ARGS` in the background, output to dir/launch.log.
-pid_t spawn_launch(const TempDir& dir, const std::string& args) {
+pid_t spawn_launch(const TempDir& dir, const std::string& args, int n = 2) {
   const pid_t launcher = ::fork();
   if (launcher == 0) {
-    const std::string cmd = "cd '" + dir.path().string() + "' && exec '" + GANTRY_BIN + "' launch -n 2 '" + kDemo +
+    const std::string cmd = "cd '" + dir.path().string() + "' && exec '" + GANTRY_BIN + "' launch -n " +
+                            std::to_string(n) + " '" + kDemo +
                             "' " + args + " >'" + (dir / "launch.log") + "' 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     ::_exit(127);
@@ -278,9 +279,9 @@ pid_t spawn_launch(const TempDir& dir, const std::string& args) {
 }
 
 // Waits until the launched GAN trains (rank 0 wrote its first grid); returns the ranks' pids.
-std::map<int, pid_t> wait_for_training(const TempDir& dir, pid_t launcher) {
+std::map<int, pid_t> wait_for_training(const TempDir& dir, pid_t launcher, size_t n = 2) {
   std::map<int, pid_t> ranks;
-  for (int i = 0; i < 300 && ranks.size() < 2; ++i) {
+  for (int i = 0; i < 300 && ranks.size() < n; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (!std::filesystem::exists(dir.path() / "runs/gan_fashion_mnist/latest/images/generated_0000000.png"))
       continue;
@@ -601,4 +602,60 @@ TEST(Distributed, AFileLimitTooLowForTheRanksIsOneLineOnEachRank) {
   EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("Connection reset"), std::string::npos) << r.out;
   EXPECT_EQ(check_file_limit(0, 2), "") << "the default limit here is too low for 2 ranks?";
+}
+
+// 8 ranks, SIGSTOP rank 5: ranks 0-2 named rank 5, ranks 3, 4, 6 and 7 named
+// rank 0 (it had merely exited first, taking the store with it). Every rank
+// now names the stopped one: the first verdict is kept in the store, and rank
+// 0 stays until every other rank has read it.
+TEST(Distributed, EveryRankNamesTheStoppedRankNotRankZero) {
+  TempDir dir;
+  const pid_t launcher =
+      spawn_launch(dir, "trainer.max_steps=100000 trainer.dist_timeout=8 trainer.grad_transport=gloo trainer.threads=1", 4);
+  const auto ranks = wait_for_training(dir, launcher, 4);
+  ASSERT_EQ(ranks.size(), 4u) << gantry::test::read_text(dir / "launch.log");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(ranks.at(2), SIGSTOP);
+  int status = 0;
+  const double took = wait_exit(launcher, status, 90);
+  const std::string log = gantry::test::read_text(dir / "launch.log");
+  for (int r : {0, 1, 3}) {
+    const std::string head = "[rank " + std::to_string(r) + "] gantry: error: rank " + std::to_string(r) + ": ";
+    const size_t at = log.find(head);
+    ASSERT_NE(at, std::string::npos) << head << "\n" << log;
+    const std::string line = log.substr(at, log.find('\n', at) - at);
+    EXPECT_NE(line.find("rank 2 stopped responding"), std::string::npos) << line;
+  }
+  EXPECT_EQ(log.find("rank 0 stopped responding"), std::string::npos) << log;
+  EXPECT_EQ(log.find("rank 0 ended before"), std::string::npos) << log;
+  EXPECT_NE(log.find("after rank 2 stopped responding"), std::string::npos) << log;
+  std::cout << "job ended " << took << " s after rank 2 of 4 was stopped (dist_timeout 8)\n";
+}
+
+// A plugin looping forever on rank 1 of 2: rank 0 named rank 1, but the
+// launcher said "rank 0 exited with code 1; stopping the other ranks" and
+// SIGKILLed rank 1 silently after the grace (25 s for a 10 s timeout). The
+// launcher now names the rank the others named and kills it at once.
+TEST(Distributed, TheLauncherNamesAHungRankAndKillsItAtOnce) {
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_gantry("launch -n 2 '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                                "' system.plugin=" + gantry::test::plugin_path("throws") +
+                                " system.throw_in=none system.hang_on_rank=1 system.crash_after=3 data.batch_size=4"
+                                " trainer.max_steps=1000 trainer.dist_timeout=6 trainer.threads=1",
+                            dir.path());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("rank 1 is alive but never came to this exchange (busy or hung in its own code"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gantry launch: rank 0 exited with code 1 after rank 1 stopped responding (named by rank 0); "
+                       "ending the job"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gantry launch: rank 1 (pid "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(") does not respond (rank 0: rank 1 is alive"), std::string::npos) << r.out;
+  // The timeout (6 s), the heartbeat check (1.5 s), start-up; not the 10 s grace on top.
+  EXPECT_LT(took, 6 + 1.5 + 9.0) << r.out;
+  std::cout << "job ended after " << took << " s (dist_timeout 6)\n";
 }

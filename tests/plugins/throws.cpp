@@ -3,7 +3,9 @@
 // backtrace): every hook's failure must reach the user as the same one line,
 // `plugin throws: <hook> failed[ at step N]: boom in <hook>` (PluginSystem).
 // `system.crash` (segv, abort, throw42) crashes training_step after
-// `system.crash_after` steps instead: a plugin bug the runner cannot catch.
+// `system.crash_after` steps instead: a plugin bug the runner cannot catch;
+// `system.hang_on_rank` R loops forever there on rank R (the process lives,
+// its heartbeat goes on).
 // Otherwise a working system: a linear regression on 8 samples of its own.
 #include <torch/torch.h>
 
@@ -36,6 +38,7 @@ class Throws : public gantry::System {
       : throw_in_(p.get("throw_in", "constructor")),
         crash_(p.get("crash", "")),
         crash_after_(p.get("crash_after", int64_t{5})),
+        hang_on_rank_(p.get("hang_on_rank", int64_t{-1})),
         model_(4, 1) {
     (void)p.get("lr", 0.1);
     if (throw_in_ == "constructor") throw std::runtime_error("cannot build the model");
@@ -64,10 +67,12 @@ class Throws : public gantry::System {
   }
   void training_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
     maybe("training_step");
-    if (!crash_.empty() && steps_++ >= crash_after_) {
+    if (steps_++ >= crash_after_) {
       if (crash_ == "segv") *static_cast<volatile int*>(nullptr) = 1;
       if (crash_ == "abort") std::abort();
       if (crash_ == "throw42") throw 42;
+      if (ctx.rank() == hang_on_rank_)
+        for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     const auto loss = torch::mse_loss(model_(batch.input), batch.target);
     ctx.optimize("sgd", loss);
@@ -119,7 +124,7 @@ class Throws : public gantry::System {
   void maybe(const char* hook) const { TORCH_CHECK(throw_in_ != hook, "boom in ", hook); }
 
   std::string throw_in_, crash_;
-  int64_t crash_after_ = 5, steps_ = 0;
+  int64_t crash_after_ = 5, hang_on_rank_ = -1, steps_ = 0;
   torch::nn::Linear model_;
 };
 

@@ -19,6 +19,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <sstream>
+#include <cstdlib>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -127,6 +130,8 @@ std::shared_ptr<R> new_reducer(std::vector<at::Tensor> params, std::vector<std::
 // Every rank bumps gantry/beat/<rank> twice a second over its own store
 // connection, from its own thread: it goes on while the training thread waits
 // in a collective, and stops when the process is stopped, hung hard or dead.
+// It also adds to gantry/entered/<rank> the collectives the rank entered since
+// the last beat: a rank that beats but does not come is hung in its own code.
 struct ProcessGroup::Heartbeat {
   c10::intrusive_ptr<c10d::Store> store;
   std::mutex m;
@@ -134,18 +139,26 @@ struct ProcessGroup::Heartbeat {
   bool stop = false;
   std::thread thread;
 
-  Heartbeat(const std::string& host, uint16_t port, int rank, std::chrono::milliseconds timeout) {
+  Heartbeat(const std::string& host, uint16_t port, int rank, std::chrono::milliseconds timeout,
+            const std::atomic<int64_t>* entered) {
     c10d::TCPStoreOptions o;
     o.port = port;
     o.isServer = false;
     o.waitWorkers = false;
     o.timeout = timeout;
     store = c10::make_intrusive<c10d::TCPStore>(host, o);
-    thread = std::thread([this, key = "gantry/beat/" + std::to_string(rank)] {
+    thread = std::thread([this, entered, beat = "gantry/beat/" + std::to_string(rank),
+                          progress = "gantry/entered/" + std::to_string(rank)] {
       std::unique_lock<std::mutex> lock(m);
+      int64_t published = 0;
       while (!stop) {
         try {
-          store->add(key, 1);
+          store->add(beat, 1);
+          const int64_t now = entered->load(std::memory_order_relaxed);
+          if (now != published) {
+            store->add(progress, now - published);
+            published = now;
+          }
         } catch (const std::exception&) {
           return;  // the store is gone (rank 0 ended): nobody is listening
         }
@@ -163,27 +176,110 @@ struct ProcessGroup::Heartbeat {
   }
 };
 
+namespace {
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
+std::string ranks_word(const std::vector<int>& ranks) {
+  return std::string(ranks.size() == 1 ? "rank " : "ranks ") + join_ranks(ranks);
+}
+
+// `gantry launch` reads which ranks its ranks named (one line per verdict on
+// the descriptor it passes), to name them in its summary and kill them at once.
+void report_to_launcher(const std::vector<int>& ranks, int me, const std::string& text) {
+  const char* fd_text = std::getenv("GANTRY_LAUNCH_REPORT_FD");
+  if (!fd_text || ranks.empty()) return;
+  const int fd = std::atoi(fd_text);
+  std::string line = "silent ";
+  for (size_t i = 0; i < ranks.size(); ++i) line += (i ? "," : "") + std::to_string(ranks[i]);
+  line += " by " + std::to_string(me) + ": " + text.substr(0, 3000) + "\n";  // one write below PIPE_BUF: not interleaved
+  if (fd > 2) {
+    const ssize_t n = ::write(fd, line.data(), line.size());
+    (void)n;
+  }
+}
+
+}  // namespace
+
 std::string ProcessGroup::silent_ranks() {
   if (env_.world_size < 2) return "";
+  const auto started = std::chrono::steady_clock::now();
+  const std::string me = std::to_string(env_.rank);
+  std::vector<int> named;
+  std::string verdict;
+  auto bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
   try {
     store_->setTimeout(std::chrono::seconds(2));
-    auto beats = [&] {
-      std::vector<int64_t> v;
-      for (int r = 0; r < env_.world_size; ++r) v.push_back(store_->add("gantry/beat/" + std::to_string(r), 0));
-      return v;
-    };
-    const auto before = beats();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    const auto after = beats();
-    std::string who;
-    for (int r = 0; r < env_.world_size; ++r)
-      if (r != env_.rank && after[r] == before[r]) who += (who.empty() ? "" : ", ") + std::to_string(r);
-    if (who.empty()) return "";
-    return std::string("rank") + (who.find(',') == std::string::npos ? " " : "s ") + who +
-           " stopped responding (no heartbeat for 1.5 s: stopped, hung or dead)";
+    if (store_->check({"gantry/verdict"})) {  // another rank judged already: "1,5|text"
+      const auto v = store_->get("gantry/verdict");
+      const std::string stored(v.begin(), v.end());
+      const size_t bar = stored.find('|');
+      verdict = bar == std::string::npos ? stored : stored.substr(bar + 1);
+      std::stringstream list(stored.substr(0, bar == std::string::npos ? 0 : bar));
+      for (std::string r; std::getline(list, r, ',');)
+        if (!r.empty()) named.push_back(std::atoi(r.c_str()));
+    } else {
+      auto read = [&](const char* prefix) {
+        std::vector<int64_t> v;
+        for (int r = 0; r < env_.world_size; ++r) v.push_back(store_->add(prefix + std::to_string(r), 0));
+        return v;
+      };
+      const auto before = read("gantry/beat/");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      const auto after = read("gantry/beat/");
+      const auto entered = read("gantry/entered/");
+      const int64_t mine = entered_.load(std::memory_order_relaxed);
+      std::vector<int> silent, hung;
+      for (int r = 0; r < env_.world_size; ++r) {
+        if (r == env_.rank || store_->check({"gantry/ended/" + std::to_string(r)})) continue;  // it left: its output says why
+        if (after[r] == before[r])
+          silent.push_back(r);
+        else if (entered[r] < mine)
+          hung.push_back(r);
+      }
+      if (!silent.empty())
+        verdict = ranks_word(silent) + " stopped responding (no heartbeat for 1.5 s: stopped, hung or dead)";
+      if (!hung.empty())
+        verdict += (verdict.empty() ? "" : "; ") + ranks_word(hung) + (hung.size() == 1 ? " is" : " are") +
+                   " alive but never came to this exchange (busy or hung in its own code: the plugin's step, "
+                   "data loading)";
+      named = silent;
+      named.insert(named.end(), hung.begin(), hung.end());
+      if (!verdict.empty()) {
+        std::string list;
+        for (int r : named) list += (list.empty() ? "" : ",") + std::to_string(r);
+        store_->set("gantry/verdict", bytes(list + "|" + verdict));
+      }
+    }
+    store_->set("gantry/ended/" + me, bytes("1"));  // leaving: not to be blamed, and rank 0 may go
+    if (env_.rank == 0) {
+      // This process holds the store: stay until every other rank has asked
+      // (or is among the named, or ended), so that none finds it gone.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+      while (std::chrono::steady_clock::now() < deadline) {
+        bool all = true;
+        for (int r = 1; r < env_.world_size && all; ++r)
+          all = std::find(named.begin(), named.end(), r) != named.end() ||
+                store_->check({"gantry/ended/" + std::to_string(r)});
+        if (all) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
   } catch (const std::exception&) {
-    return env_.rank == 0 ? "" : "rank 0 stopped responding (its rendezvous store does not answer)";
+    if (verdict.empty() && env_.rank != 0) {
+      // The store is in rank 0's process: refused at once, rank 0 is gone;
+      // no answer within the timeout, it is stopped or hung.
+      const bool quick = std::chrono::steady_clock::now() - started < std::chrono::milliseconds(1000);
+      return quick ? "rank 0 ended before this rank could learn who stopped responding (rank 0's output says why)"
+                   : "rank 0 stopped responding (its rendezvous store does not answer)";
+    }
   }
+  report_to_launcher(named, env_.rank, verdict);
+  return verdict;
 }
 
 std::string check_file_limit(int rank, int world_size) {
@@ -254,7 +350,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
                 " within " + seconds(timeout) + " (not started, crashed, or another MASTER_ADDR/PORT?)");
   }
   try {
-    heartbeat_ = std::make_unique<Heartbeat>(env_.master_addr, opts.port, env.rank, timeout);
+    heartbeat_ = std::make_unique<Heartbeat>(env_.master_addr, opts.port, env.rank, timeout, &entered_);
   } catch (const std::exception& e) {
     throw Error(me + ": cannot open a second connection to the rendezvous store on " + where + ": " +
                 with_file_limit_hint(error_text(e)));
@@ -288,12 +384,20 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
 #endif
 }
 
-ProcessGroup::~ProcessGroup() { heartbeat_.reset(); }
+ProcessGroup::~ProcessGroup() {
+  try {  // leaving: a failure another rank notices from now on is not this rank's
+    store_->setTimeout(std::chrono::seconds(1));
+    store_->set("gantry/ended/" + std::to_string(env_.rank), std::vector<uint8_t>{'1'});
+  } catch (const std::exception&) {
+  }
+  heartbeat_.reset();
+}
 
 c10::intrusive_ptr<c10d::ProcessGroup> ProcessGroup::group() const { return pg_; }
 
 std::string ProcessGroup::share(const std::string& key, const std::string& value) {
   if (env_.rank == 0) {
+    entering();  // the others enter collective() below
     store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
     return value;
   }
@@ -324,6 +428,7 @@ std::vector<std::string> ProcessGroup::collect_status() {
 
 template <class F>
 void ProcessGroup::collective(const char* what, F&& f) {
+  entering();
   try {
     f();
   } catch (const std::exception& e) {
@@ -444,6 +549,7 @@ GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transpor
 GradSync::~GradSync() = default;
 
 void GradSync::prepare() {
+  pg_->entering();
   if (reducer_) reducer_->prepare_for_backward({});
 }
 

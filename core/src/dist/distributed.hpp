@@ -4,6 +4,7 @@
 // per optimizer. Only core's trainer uses it; plugins never see it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -74,9 +75,19 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   std::vector<std::string> collect_status();
   /// After a collective failed: which ranks stopped responding, from their
   /// heartbeats (every rank bumps a counter in the store twice a second from
-  /// its own thread; a SIGSTOPped, hung or dead rank's counter stands still).
-  /// Takes ~1.5 s. "" when every rank still beats.
+  /// its own thread; a SIGSTOPped, hung or dead rank's counter stands still)
+  /// and their progress (the collectives each entered, published by the same
+  /// thread: a rank that beats but never came to this collective is hung in
+  /// its own code). A rank that ended (its own error) is not blamed. The first
+  /// verdict is kept in the store and every later rank reads it; rank 0,
+  /// whose process holds the store, stays until every other rank has read it
+  /// (at most ~4 s), so nobody blames rank 0 for leaving first. A named rank
+  /// is also reported to `gantry launch` (GANTRY_LAUNCH_REPORT_FD). Takes
+  /// ~1.5 s. "" when nobody is to blame.
   std::string silent_ranks();
+  /// Counts a collective this rank enters (the gradient all-reduce of a
+  /// backward; ProcessGroup's own collectives count themselves).
+  void entering() { entered_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   /// Runs a collective; a failure (a rank died or hung) becomes one Error line.
@@ -88,6 +99,7 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   int next_id_ = 0;
+  std::atomic<int64_t> entered_{0};
   struct Heartbeat;
   std::unique_ptr<Heartbeat> heartbeat_;
 };
@@ -105,7 +117,7 @@ class GANTRY_CORE_EXPORT GradSync {
   /// `fp16` (Gloo only): all-reduce the buckets as fp16 and decompress.
   GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transport transport, bool fp16 = false);
   ~GradSync();
-  void prepare();
+  void prepare();  ///< also counts the all-reduce as entered (ProcessGroup::entering)
   /// After backward: with shared memory, exchanges and averages the gradients
   /// now (throws gantry::Error naming a rank that does not come); Gloo: nothing.
   void finish();
