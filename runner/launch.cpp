@@ -60,6 +60,7 @@ struct Child {
   std::string partial;     // an unfinished line
   bool running = true;
   int code = 0;            // exit code, or 128 + signal
+  bool killed = false;     // SIGKILLed by the launcher (stopped, or named as hung)
 };
 
 void emit(const Child& c, const std::string& line) {
@@ -202,11 +203,12 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
   };
   auto kill_stopped = [&] {
     for (auto& c : children)
-      if (c.running && is_stopped(c.pid)) {
+      if (c.running && !c.killed && is_stopped(c.pid)) {
         std::printf("gantry launch: rank %d (pid %d) is stopped (SIGSTOP?) and stopped responding; killing it\n",
                     c.rank, int(c.pid));
         std::fflush(stdout);
         ::kill(c.pid, SIGKILL);
+        c.killed = true;
       }
   };
   // "silent 1,5 by 0: <verdict>" lines from the ranks.
@@ -256,11 +258,12 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
     std::fflush(stdout);
     kill_stopped();
     for (auto& o : children)  // hung in its own code: it cannot honour SIGTERM either
-      if (o.running && named.count(o.rank)) {
+      if (o.running && !o.killed && named.count(o.rank)) {
         std::printf("gantry launch: rank %d (pid %d) does not respond (%s); killing it\n", o.rank, int(o.pid),
                     named[o.rank].c_str());
         std::fflush(stdout);
         ::kill(o.pid, SIGKILL);
+        o.killed = true;
       }
     signal_all(SIGTERM);
     kill_deadline = std::chrono::steady_clock::now() + opt.grace;

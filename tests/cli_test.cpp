@@ -15,6 +15,8 @@
 #include <ATen/Version.h>
 
 #include "io/png.hpp"
+#include "config/files.hpp"
+#include "runtime/runtime.hpp"
 #include "support.hpp"
 #include "wire/message.hpp"
 #include "wire/record_log.hpp"
@@ -696,4 +698,32 @@ TEST(Cli, MaxTimeCountsTheFitTimeOfEveryRunOfATraining) {
   const long second = std::atol(r.out.c_str() + again + 13);
   EXPECT_LE(second - first, 2) << r.out;
   EXPECT_NE(r.out.find("trainer.max_time=2 reached"), std::string::npos) << r.out;
+}
+
+// Ctrl-C twice during the final checkpoint left a 24 MB step_*.ckpt.tmp.*
+// behind (the next start removes such files; issue 27 item 9). The second
+// Ctrl-C now removes the file being written before it exits.
+TEST(Files, ASecondCtrlCDuringAnAtomicWriteLeavesNoTempFile) {
+  TempDir dir;
+  const std::string path = dir / "step_0000100.ckpt";
+  const pid_t child = ::fork();
+  if (child == 0) {
+    gantry::install_stop_signals();
+    const std::string bytes(size_t{768} << 20, 'x');  // long enough to be caught mid-write
+    gantry::write_file_atomic(path, bytes);
+    ::_exit(0);
+  }
+  const std::string tmp = path + ".tmp." + std::to_string(child);
+  for (int i = 0; i < 20000 && !std::filesystem::exists(tmp); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_TRUE(std::filesystem::exists(tmp)) << "the write never started";
+  ::kill(child, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // two signals, not one merged
+  ::kill(child, SIGINT);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 130) << "the write finished before the second Ctrl-C: nothing tested";
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+  EXPECT_FALSE(std::filesystem::exists(path));
 }

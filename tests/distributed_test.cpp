@@ -263,6 +263,24 @@ TEST(Distributed, RankThatNeverArrivesIsNamedWithinTheTimeout) {
   EXPECT_LT(took, 20.0);
 }
 
+// A rank that did arrive, when rank 0 gave up waiting for another and ended
+// the rendezvous (its store with it), printed only "Broken pipe".
+TEST(Distributed, ARankThatArrivedNamesTheMissingOneWhenRankZeroGivesUp) {
+  TempDir dir;
+  const std::string env = "WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29878 ";
+  const std::string cmd = "train '" + kDemo + "' trainer.devices=3 trainer.dist_timeout=3";
+  std::thread zero([&] { run_gantry(cmd, dir.path(), env + "RANK=0 LOCAL_RANK=0"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // its deadline comes after rank 0's
+  const auto two = run_gantry(cmd, dir.path(), env + "RANK=2 LOCAL_RANK=2");
+  zero.join();
+  EXPECT_EQ(two.exit_code, 1) << two.err;
+  EXPECT_NE(two.err.find("gantry: error: rank 2: rank 1 of 3 never arrived at the rendezvous on 127.0.0.1:29878; "
+                         "rank 0 gave up waiting first and ended it"),
+            std::string::npos)
+      << two.err;
+  EXPECT_EQ(two.err.find("Broken pipe"), std::string::npos) << two.err;
+}
+
 namespace {
 
 // `gantry launch -n 2 CONFIG ARGS` in the background, output to dir/launch.log.

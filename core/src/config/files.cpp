@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "config/errors.hpp"
+#include "runtime/runtime.hpp"
 
 namespace fs = std::filesystem;
 
@@ -38,11 +40,17 @@ void fsync_dir(const fs::path& dir) {
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   const fs::path target(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  note_temp_file(tmp.c_str());  // a second Ctrl-C removes it before exiting
+  struct Forget {
+    ~Forget() { note_temp_file(nullptr); }
+  } forget;
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("create", tmp);
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    // In 8 MiB pieces: a signal arriving during one write(2) to a file waits
+    // for its end, and two Ctrl-C within one long write would merge into one.
+    const ssize_t n = ::write(fd, bytes.data() + done, std::min<size_t>(bytes.size() - done, size_t{8} << 20));
     if (n < 0) {
       if (errno == EINTR) continue;
       const int saved = errno;

@@ -334,11 +334,23 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   // Everyone checks in; everyone waits for everyone, then names the missing.
   store_->set("gantry/arrived/" + std::to_string(env.rank), std::vector<uint8_t>{1});
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<int> missing;
+  std::vector<int> missing;  // as of the last look
   while (true) {
-    missing.clear();
-    for (int r = 0; r < env.world_size; ++r)
-      if (!store_->check({"gantry/arrived/" + std::to_string(r)})) missing.push_back(r);
+    std::vector<int> now_missing;
+    try {
+      for (int r = 0; r < env.world_size; ++r)
+        if (!store_->check({"gantry/arrived/" + std::to_string(r)})) now_missing.push_back(r);
+    } catch (const std::exception& e) {
+      // The store lives in rank 0's process: it gave up waiting (its deadline
+      // came first) and ended. Say who was missing here, not "Broken pipe".
+      if (missing.empty())
+        throw Error(me + ": the rendezvous on " + where + " ended (rank 0 is gone; its output says why): " +
+                    error_text(e));
+      throw Error(me + ": " + ranks_word(missing) + " of " + std::to_string(env.world_size) +
+                  " never arrived at the rendezvous on " + where + "; rank 0 gave up waiting first and ended it "
+                  "(not started, crashed, or another MASTER_ADDR/PORT?)");
+    }
+    missing = std::move(now_missing);
     if (missing.empty() || std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -65,6 +65,10 @@ GANTRY_CORE_EXPORT std::pair<uint64_t, uint64_t> file_limits();
 /// died (its launcher, killed) must still save its checkpoint, and a failed
 /// write of a progress line is not fatal.
 GANTRY_CORE_EXPORT void install_stop_signals();
+/// The temp file an atomic write (write_file_atomic) is writing now; nullptr:
+/// none. A second Ctrl-C, which exits at once, removes it first (unlink is
+/// async-signal-safe): no 24 MB `step_*.ckpt.tmp.<pid>` is left behind.
+GANTRY_CORE_EXPORT void note_temp_file(const char* path);
 /// Whether a stop by `sig` is a preemption that a requeue follows: SIGUSR1 or
 /// SIGUSR2 (SLURM's --signal) inside a SLURM job (SLURM_JOB_ID set), where
 /// rank 0 calls `scontrol requeue`. Anywhere else nothing requeues the run:
