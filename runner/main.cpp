@@ -286,6 +286,9 @@ int cmd_validate(const std::string& config_path, const std::vector<std::string>&
       throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" + meta.plugin +
                             "', this config uses '" + exp.system->manifest().name + "'");
   }
+  // What train checks before step 1: modules and optimizers (sections, parameters
+  // no module holds), ema.modules, the resume checkpoint's shapes.
+  check_before_training(Experiment::build(cfg));
   std::printf("%s: OK (plugin %s, %ld samples%s, batch %ld)\n", config_path.c_str(),
               exp.system->manifest().summary().c_str(), long(samples), exp.train_data ? " of its own data" : "",
               long(cfg.data.batch_size));
@@ -305,8 +308,9 @@ int cmd_plugins() {
 }
 
 int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out, int64_t seed,
-               const std::string& tensor_out) {
-  const TrainedSystem trained = Experiment::load_trained(checkpoint, torch::kCPU);
+               const std::string& tensor_out, const std::string& plugin) {
+  const TrainedSystem trained = Experiment::load_trained(checkpoint, torch::kCPU, plugin);
+  if (!trained.plugin_note.empty()) std::printf("%s\n", trained.plugin_note.c_str());
   const Experiment& exp = trained.experiment;
   if (trained.ema_tensors > 0)  // the run kept an EMA of its weights: sample with it, as its grids did
     std::printf("sampling with the EMA weights (ema.decay %g, %zu tensors)\n", exp.config.ema.decay,
@@ -420,6 +424,9 @@ int main(int argc, char** argv) {
   sample->add_option("--seed", seed, "Seed for the sample inputs");
   std::string tensor_out;
   sample->add_option("--tensors", tensor_out, "Also save the inputs and outputs as tensors (torch.load-able)");
+  std::string sample_plugin;
+  sample->add_option("--plugin", sample_plugin,
+                     "The plugin (path or name) instead of the one the checkpoint recorded (a moved build directory)");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -443,7 +450,7 @@ int main(int argc, char** argv) {
     if (*submit_cmd)
       return submit(config, overrides, dry_run, wait, boost::dll::program_location().string(), submit_sweep);
     if (*plugins) return cmd_plugins();
-    if (*sample) return cmd_sample(checkpoint, n, out, seed, tensor_out);
+    if (*sample) return cmd_sample(checkpoint, n, out, seed, tensor_out, sample_plugin);
   } catch (const Error& e) {
     print_error(e.what());
     return 1;

@@ -727,3 +727,37 @@ TEST(Files, ASecondCtrlCDuringAnAtomicWriteLeavesNoTempFile) {
   EXPECT_FALSE(std::filesystem::exists(tmp));
   EXPECT_FALSE(std::filesystem::exists(path));
 }
+
+// Checkpoints name the plugin by absolute path: after moving the build
+// directory, `gantry sample` failed with "no such file" and no hint (issue
+// 28, item 9). The plugin of the checkpoint's name on the search path is
+// used, said in a line; --plugin names another; the error names both ways.
+TEST(Cli, SampleFindsAMovedPluginByNameOrTakesPlugin) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  fs::create_directories(dir.path() / "a");
+  fs::copy_file(gantry::test::gan_plugin_path(), dir.path() / "a/libgan.so");
+  fs::copy_file(gantry::test::plugin_path("tiny"), dir.path() / "a/libtiny.so");
+  ASSERT_EQ(run_gantry("train '" + kDemo + "' trainer.max_steps=2 system.plugin=" + (dir / "a/libgan.so"), dir.path())
+                .exit_code,
+            0);
+  ASSERT_EQ(run_gantry("train '" + kTiny + "' trainer.max_steps=2 name=moved system.plugin=" + (dir / "a/libtiny.so"),
+                       dir.path())
+                .exit_code,
+            0);
+  fs::rename(dir.path() / "a", dir.path() / "b");
+  const std::string gan_ckpt = (dir.path() / "runs/gan_fashion_mnist/latest/checkpoints/step_0000002.ckpt").string();
+  const std::string tiny_ckpt = (dir.path() / "runs/moved/latest/checkpoints/step_0000002.ckpt").string();
+  auto r = run_gantry("sample -c " + gan_ckpt + " -n 4 -o s.png", dir.path(), "GANTRY_PLUGIN_PATH='" + (dir / "b") + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("plugin gan: " + (dir / "a/libgan.so") + " (recorded in the checkpoint) is gone; using " +
+                       (dir / "b/libgan.so") + " from the plugin search path"),
+            std::string::npos)
+      << r.out;
+  expect_one_error_line(run_gantry("sample -c " + tiny_ckpt + " --tensors t.pt", dir.path()),
+                        "was written with plugin tiny from " + (dir / "a/libtiny.so") +
+                            ", which is gone, and no libtiny.so is on the plugin search path");
+  r = run_gantry("sample -c " + tiny_ckpt + " --tensors t.pt --plugin " + (dir / "b/libtiny.so"), dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(dir.path() / "t.pt"));
+}

@@ -268,10 +268,11 @@ TEST(Distributed, RankThatNeverArrivesIsNamedWithinTheTimeout) {
 TEST(Distributed, ARankThatArrivedNamesTheMissingOneWhenRankZeroGivesUp) {
   TempDir dir;
   const std::string env = "WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29878 ";
-  const std::string cmd = "train '" + kDemo + "' trainer.devices=3 trainer.dist_timeout=3";
-  std::thread zero([&] { run_gantry(cmd, dir.path(), env + "RANK=0 LOCAL_RANK=0"); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // its deadline comes after rank 0's
-  const auto two = run_gantry(cmd, dir.path(), env + "RANK=2 LOCAL_RANK=2");
+  const std::string cmd = "train '" + kDemo + "' trainer.devices=3 trainer.dist_timeout=";
+  // Rank 0 gives up after 3 s; rank 2 would wait 30 (and keeps trying to
+  // connect until rank 0 listens, however slowly either starts).
+  std::thread zero([&] { run_gantry(cmd + "3", dir.path(), env + "RANK=0 LOCAL_RANK=0"); });
+  const auto two = run_gantry(cmd + "30", dir.path(), env + "RANK=2 LOCAL_RANK=2");
   zero.join();
   EXPECT_EQ(two.exit_code, 1) << two.err;
   EXPECT_NE(two.err.find("gantry: error: rank 2: rank 1 of 3 never arrived at the rendezvous on 127.0.0.1:29878; "

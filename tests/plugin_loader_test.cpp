@@ -10,7 +10,10 @@
 #include "wire/record_log.hpp"
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdlib>
+#include <sstream>
 #include <filesystem>
 
 namespace fs = std::filesystem;
@@ -367,5 +370,72 @@ TEST(PluginSystem, APluginCrashIsOneLineAndTheRunLogSaysFailed) {
     EXPECT_EQ(last_kind, "failed") << c.how;
     EXPECT_EQ("gantry: error: " + last_text, c.line) << c.how;
     EXPECT_EQ(last_step, 5) << c.how;
+  }
+}
+
+// Plugin author's second day (issue 28, items 1 and 4): a module the
+// optimizer trains but modules() does not return was trained, never
+// checkpointed and resumed from random weights, exit 0; and `gantry validate`
+// said OK where train refused (ema.modules=generatr, optimizers.x.*).
+TEST(PluginSystem, AParameterNoModuleHoldsAndWhatTrainRefusesAreRefusedByValidateToo) {
+  gantry::test::TempDir dir;
+  const std::string base = "'" + kTinyConfig + "' system.plugin=" + plugin_path("throws") +
+                           " system.throw_in=none data.batch_size=4 trainer.max_steps=5";
+  const std::string hidden =
+      "plugin throws: optimizer sgd trains 2 parameters ([1, 4], [1]; 5 values) that no module of modules() holds "
+      "(it returns: model): they would be trained but never checkpointed";
+  for (const char* command : {"train ", "validate "}) {
+    const auto r = gantry::test::run_gantry(command + base + " system.hide_module=true", dir.path());
+    EXPECT_EQ(r.exit_code, 1) << command << r.out << r.err;
+    EXPECT_NE(r.err.find(hidden), std::string::npos) << command << r.err;
+  }
+  auto r = gantry::test::run_gantry("validate " + base + " ema.decay=0.9 ema.modules=generatr", dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("ema.modules names 'generatr', which modules() does not return (it returns: model)"),
+            std::string::npos)
+      << r.err;
+  r = gantry::test::run_gantry("validate " + base + " optimizers.adam.gradient_clip_val=1", dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("optimizers.adam: plugin throws has no optimizer 'adam'; configure_optimizers() returned: sgd"),
+            std::string::npos)
+      << r.err;
+  r = gantry::test::run_gantry("validate " + base, dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "runs")) << "validate wrote a run directory";
+}
+
+// Validation ignored ctx.log's Reduce: `ctx.log("val_n", b, Reduce::kSum, true)`
+// printed 255.6 (a mean), not 10000 (issue 28, item 6). On 1 and 2 ranks.
+TEST(PluginSystem, ValidationReducesAsCtxLogAsks) {
+  for (const char* command : {"train", "launch -n 2"}) {
+    gantry::test::TempDir dir;
+    const auto r = gantry::test::run_gantry(
+        std::string(command) + " '" + kTinyConfig + "' system.plugin=" + plugin_path("throws") +
+            " system.throw_in=none system.log_val_n=true data.batch_size=4 trainer.max_steps=-1 trainer.max_epochs=1"
+            " trainer.val_every_n_epochs=1 trainer.threads=1",
+        dir.path());
+    ASSERT_EQ(r.exit_code, 0) << command << "\n" << r.out << r.err;
+    const auto rows = gantry::test::lines_of(gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv"));
+    ASSERT_GE(rows.size(), 2u) << command;
+    std::vector<std::string> header, last;
+    auto split = [](const std::string& line) {
+      std::vector<std::string> out;
+      std::stringstream ss(line);
+      for (std::string cell; std::getline(ss, cell, ',');) out.push_back(cell);
+      return out;
+    };
+    header = split(rows.front());
+    for (const auto& row : rows) {  // the validation row: the one with val_n
+      const auto cells = split(row);
+      const auto at = std::find(header.begin(), header.end(), "val_n") - header.begin();
+      if (static_cast<size_t>(at) < cells.size() && !cells[at].empty() && row != rows.front()) last = cells;
+    }
+    ASSERT_FALSE(last.empty()) << command << ": no validation row\n" << gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
+    auto column = [&](const std::string& name) {
+      const auto at = std::find(header.begin(), header.end(), name) - header.begin();
+      return static_cast<size_t>(at) < last.size() ? std::atof(last[at].c_str()) : -1.0;
+    };
+    EXPECT_EQ(column("val_n"), 8.0) << command << ": the sum of the 8 validation samples";
+    EXPECT_EQ(column("val_batch_max"), 4.0) << command << ": the largest batch";
   }
 }

@@ -5,7 +5,9 @@
 // `system.crash` (segv, abort, throw42) crashes training_step after
 // `system.crash_after` steps instead: a plugin bug the runner cannot catch;
 // `system.hang_on_rank` R loops forever there on rank R (the process lives,
-// its heartbeat goes on).
+// its heartbeat goes on). `system.hide_module` trains a second Linear that
+// modules() does not return (a plugin author's silent mistake);
+// `system.log_val_n` logs validation values with Reduce::kSum and kMax.
 // Otherwise a working system: a linear regression on 8 samples of its own.
 #include <torch/torch.h>
 
@@ -39,7 +41,10 @@ class Throws : public gantry::System {
         crash_(p.get("crash", "")),
         crash_after_(p.get("crash_after", int64_t{5})),
         hang_on_rank_(p.get("hang_on_rank", int64_t{-1})),
-        model_(4, 1) {
+        hide_module_(p.get("hide_module", false)),
+        log_val_n_(p.get("log_val_n", false)),
+        model_(4, 1),
+        hidden_(4, 1) {
     (void)p.get("lr", 0.1);
     if (throw_in_ == "constructor") throw std::runtime_error("cannot build the model");
     // system.stray_thread: a thread of the plugin's own that runs until the
@@ -63,7 +68,10 @@ class Throws : public gantry::System {
   }
   std::vector<gantry::NamedOptimizer> configure_optimizers() override {
     maybe("configure_optimizers");
-    return {{"sgd", std::make_shared<torch::optim::SGD>(model_->parameters(), 0.01)}};
+    std::vector<torch::Tensor> params = model_->parameters();
+    if (hide_module_)
+      for (const auto& p : hidden_->parameters()) params.push_back(p);
+    return {{"sgd", std::make_shared<torch::optim::SGD>(params, 0.01)}};
   }
   void training_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
     maybe("training_step");
@@ -81,6 +89,11 @@ class Throws : public gantry::System {
   void validation_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
     maybe("validation_step");
     ctx.log("val_loss", torch::mse_loss(model_(batch.input), batch.target));
+    if (log_val_n_) {  // samples seen (a sum) and the largest batch (a max): not means
+      const auto n = torch::tensor(double(batch.input.size(0)));
+      ctx.log("val_n", n, gantry::Reduce::kSum, true);
+      ctx.log("val_batch_max", n, gantry::Reduce::kMax, true);
+    }
   }
   void log_samples(gantry::StepContext&) override { maybe("log_samples"); }
   gantry::DataSpec data_spec() const override {
@@ -125,7 +138,8 @@ class Throws : public gantry::System {
 
   std::string throw_in_, crash_;
   int64_t crash_after_ = 5, hang_on_rank_ = -1, steps_ = 0;
-  torch::nn::Linear model_;
+  bool hide_module_ = false, log_val_n_ = false;
+  torch::nn::Linear model_, hidden_;
 };
 
 GANTRY_PLUGIN(Throws, "throws", "1.0.0", "test: throws from the hook system.throw_in names")

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "train/fused_adam.hpp"
 #include "train/precision.hpp"
@@ -120,6 +121,7 @@ void Model::build_optimizers() {
       s.in_backward = std::make_unique<AdamInBackward>(o.optimizer, s.params);
     slots_.push_back(std::move(s));
   }
+  check_parameters_owned();
   // An optimizers.<name> section must name an optimizer the plugin has.
   for (const auto& [name, options] : cfg().optimizers) {
     if (std::any_of(optimizers_.begin(), optimizers_.end(), [&](const NamedOptimizer& o) { return o.name == name; }))
@@ -135,6 +137,38 @@ void Model::build_optimizers() {
   if (slots_.front().sync && d.rank == 0)
     std::printf("ddp: %d ranks on %d node%s, gradients averaged through %s\n", d.world_size, d.num_nodes,
                 d.num_nodes == 1 ? "" : "s", accel_.grad_transport_name(*slots_.front().sync).c_str());
+}
+
+// A parameter an optimizer trains but no module of modules() holds would be
+// trained, never checkpointed, and come back from a resume (or into `gantry
+// sample`) as its random initial value: refused before step 1.
+void Model::check_parameters_owned() const {
+  std::unordered_set<const void*> owned;
+  for (const auto& m : modules_)
+    for (const auto& p : m.module->parameters(/*recurse=*/true)) owned.insert(p.unsafeGetTensorImpl());
+  for (const auto& o : optimizers_) {
+    std::string shapes;
+    int64_t count = 0, values = 0;
+    for (const auto& g : o.optimizer->param_groups())
+      for (const auto& p : g.params()) {
+        if (owned.count(p.unsafeGetTensorImpl())) continue;
+        ++count;
+        values += p.numel();
+        if (count <= 4) {
+          std::string shape;
+          for (const int64_t d : p.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+          shapes += std::string(shapes.empty() ? "" : ", ") + "[" + shape + "]";
+        }
+      }
+    if (count == 0) continue;
+    std::string names;
+    for (const auto& m : modules_) names += (names.empty() ? "" : ", ") + m.name;
+    throw PluginError("plugin " + plugin_name() + ": optimizer " + o.name + " trains " + std::to_string(count) +
+                      " parameter" + (count == 1 ? "" : "s") + " (" + shapes + (count > 4 ? ", ..." : "") + "; " +
+                      std::to_string(values) + " values) that no module of modules() holds (it returns: " + names +
+                      "): they would be trained but never checkpointed, and a resume or gantry sample would use "
+                      "random values; return their module from modules()");
+  }
 }
 
 std::map<std::string, torch::Tensor> Model::plugin_state(int64_t step) {

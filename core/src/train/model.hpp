@@ -75,6 +75,7 @@ class GANTRY_CORE_EXPORT Model {
  private:
   void build_modules();
   void build_optimizers();
+  void check_parameters_owned() const;
   void set_train(bool train);
   void eager_step(const Batch& batch, const TrainState& state);
   // trainer.cuda_graphs (docs/cuda.md): why this run cannot capture its step ("" if it can).

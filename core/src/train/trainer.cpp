@@ -48,10 +48,32 @@ Experiment Experiment::build(const ExperimentConfig& config) {
   return e;
 }
 
-TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Device device) {
+TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Device device,
+                                       const std::string& plugin) {
   const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
-  const ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (config)");
+  ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (config)");
   TrainedSystem t;
+  const std::string recorded = cfg.system.plugin;
+  const bool is_path = recorded.find('/') != std::string::npos || fs::path(recorded).extension() == ".so";
+  std::error_code ec;
+  if (!plugin.empty()) {
+    cfg.system.plugin = plugin;
+  } else if (is_path && !fs::exists(recorded, ec)) {
+    // The build directory moved: the plugin of the checkpoint's name on the
+    // search path (load_checkpoint then checks that the manifest's name matches).
+    try {
+      (void)Plugin::find(meta.plugin);
+    } catch (const Error&) {
+      std::string dirs;
+      for (const auto& d : Plugin::search_path()) dirs += (dirs.empty() ? "" : ", ") + d;
+      throw PluginError("checkpoint " + checkpoint + " was written with plugin " + meta.plugin + " from " + recorded +
+                        ", which is gone, and no lib" + meta.plugin + ".so is on the plugin search path (" + dirs +
+                        "): give the plugin with --plugin PATH, or add its folder to GANTRY_PLUGIN_PATH");
+    }
+    cfg.system.plugin = meta.plugin;
+    t.plugin_note = "plugin " + meta.plugin + ": " + recorded + " (recorded in the checkpoint) is gone; using " +
+                    Plugin::find(meta.plugin)->manifest().path + " from the plugin search path";
+  }
   {
     GlobalRngGuard rng(device);  // building the system seeds the global generator
     t.experiment = build(cfg);
@@ -396,6 +418,15 @@ Trainer::Trainer(Experiment experiment, std::string run_dir, DistEnv dist) : imp
 }
 
 Trainer::~Trainer() = default;
+
+void check_before_training(Experiment experiment) {
+  auto& resume = experiment.config.trainer.resume;
+  if (resume == "auto" || resume == "fresh") resume.clear();  // which file: train decides when it starts
+  const ExperimentConfig cfg = experiment.config;
+  const auto accel = make_accelerator(cfg, DistEnv{});  // this process alone: no rendezvous
+  Model model(std::move(experiment), *accel);           // modules, optimizers, a resume checkpoint's shapes
+  if (cfg.ema.decay > 0) (void)EmaWeights(cfg.ema, model.modules(), {}, cfg.where("ema.modules"));
+}
 
 FitResult Trainer::fit(const ImageDataset& train, const ImageDataset* val) { return impl_->fit(train, val); }
 

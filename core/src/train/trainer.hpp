@@ -37,7 +37,11 @@ struct GANTRY_CORE_EXPORT Experiment {
   /// config, its weights loaded (the EMA weights when the run kept an EMA),
   /// modules in eval mode on `device`. The global generators are left as
   /// they were. Throws CheckpointError / PluginError naming the file.
-  static TrainedSystem load_trained(const std::string& checkpoint, torch::Device device);
+  /// The plugin: `plugin` when given (a path or a name); else the one the
+  /// checkpoint's config names, or, when that path is gone (a moved build
+  /// directory), the plugin of the checkpoint's name on the search path.
+  static TrainedSystem load_trained(const std::string& checkpoint, torch::Device device,
+                                    const std::string& plugin = "");
 };
 
 /// What Experiment::load_trained gives.
@@ -46,6 +50,7 @@ struct GANTRY_CORE_EXPORT TrainedSystem {
   std::vector<NamedModule> modules;  ///< in eval mode, on the device asked for
   TrainState saved;                  ///< the checkpoint's step, epoch and extra tensors
   size_t ema_tensors = 0;            ///< tensors taken from the run's EMA (0: its plain weights)
+  std::string plugin_note;           ///< "" or a line: the recorded plugin path was gone, which one was used
 };
 
 /// What a fit did.
@@ -63,6 +68,14 @@ struct FitResult {
 /// Throws PluginError (one line) when this runner cannot give the data kind
 /// the plugin's data_spec() asks for.
 GANTRY_CORE_EXPORT void check_data_kind(const DataSpec& spec, const std::string& plugin);
+
+/// Every check `gantry train` makes of the system before step 1 that needs no
+/// data, no peers and writes nothing: modules() and configure_optimizers()
+/// (an optimizers.<name> section for an optimizer the plugin lacks, a
+/// parameter an optimizer trains that no module owns), ema.modules, the
+/// resume checkpoint's fit. What `gantry validate` runs; throws the error
+/// train would.
+GANTRY_CORE_EXPORT void check_before_training(Experiment experiment);
 
 class GANTRY_CORE_EXPORT Trainer {
  public:

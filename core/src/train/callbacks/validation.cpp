@@ -1,13 +1,17 @@
 // Every rank: after every trainer.val_every_n_epochs-th epoch, the plugin's
 // validation_step over this rank's shard of the validation split (modules in
-// eval mode, no grad); the sample-weighted mean of each value over every
-// rank's shard is rank 0's metrics row, streamed and printed.
+// eval mode, no grad); each value reduced over every rank's shard as ctx.log
+// asked (the default: the sample-weighted mean) is rank 0's metrics row,
+// streamed and printed.
+#include <algorithm>
+#include <limits>
 #include <map>
 
 #include <torch/torch.h>
 
 #include "config/errors.hpp"
 
+#include "dist/distributed.hpp"
 #include "train/callback.hpp"
 #include "train/run_outputs.hpp"
 
@@ -23,45 +27,91 @@ class ValidationCallback final : public Callback {
     const int64_t every = fit.cfg().trainer.val_every_n_epochs;
     if (every <= 0 || (fit.state.epoch + 1) % every != 0) return;
     fit.accel.broadcast(fit.model.buffers());
-    std::map<std::string, std::pair<double, int64_t>> sums;
+    // Each value reduced as ctx.log asked (Reduce): kMean the sample-weighted
+    // mean, kSum the sum over batches, kMax / kMin, kLast the last batch's
+    // (rank 0's, over ranks).
+    struct Acc {
+      Reduce reduce = Reduce::kMean;
+      double sum = 0, extreme = 0, last = 0;
+      int64_t n = 0;
+    };
+    std::map<std::string, Acc> acc;
     std::vector<std::string> order;
     {
       Model::EvalScope eval(fit.model);
       loader_->start_epoch(0);
       while (auto batch = loader_->next()) {
+        const int64_t rows = batch->input.size(0);
         for (const auto& v : fit.model.validation_step(*batch, fit.state)) {
-          if (!sums.count(v.name)) order.push_back(v.name);
-          auto& s = sums[v.name];
-          s.first += v.value.item<double>() * batch->input.size(0);
-          s.second += batch->input.size(0);
+          if (!acc.count(v.name)) {
+            order.push_back(v.name);
+            acc[v.name].reduce = v.reduce;
+          }
+          Acc& a = acc[v.name];
+          if (a.reduce != v.reduce)
+            throw TrainingError("validation at epoch " + std::to_string(fit.state.epoch) + ": validation_step logged '" +
+                                v.name + "' with two reductions (Reduce " + std::to_string(uint32_t(a.reduce)) +
+                                ", then " + std::to_string(uint32_t(v.reduce)) + ")");
+          const double x = v.value.item<double>();
+          if (a.reduce == Reduce::kMean) {
+            a.sum += x * double(rows);
+            a.n += rows;
+            continue;
+          }
+          a.sum += x;
+          a.extreme = a.n == 0 ? x : a.reduce == Reduce::kMax ? std::max(a.extreme, x) : std::min(a.extreme, x);
+          a.last = x;
+          ++a.n;
         }
       }
     }
-    // Over the whole split: every rank's sums and counts added (the shards are
-    // padded to equal length, as DistributedSampler does, so a few samples
-    // may count twice when the split does not divide by the world size).
-    if (fit.accel.group()) {
+    // Over the whole split: every rank's sums and counts added, extremes by
+    // a max all-reduce (the shards are padded to equal length, as
+    // DistributedSampler does, so a few samples may count twice when the
+    // split does not divide by the world size).
+    if (ProcessGroup* pg = fit.accel.group()) {
       const int world = fit.accel.dist().world_size;
       torch::Tensor k = torch::tensor({double(order.size())}, torch::kFloat64);
       fit.accel.allreduce_sum(k);
       if (k.item<double>() != double(order.size()) * world)
         throw TrainingError("validation at epoch " + std::to_string(fit.state.epoch) +
                             ": validation_step logged different values on different ranks");
-      std::vector<double> flat;
-      for (const auto& name : order) {
-        flat.push_back(sums[name].first);
-        flat.push_back(double(sums[name].second));
-      }
-      if (!flat.empty()) {
-        torch::Tensor t = torch::tensor(flat, torch::kFloat64);
-        fit.accel.allreduce_sum(t);
-        for (size_t i = 0; i < order.size(); ++i)
-          sums[order[i]] = {t[2 * i].item<double>(), int64_t(t[2 * i + 1].item<double>())};
+      if (!order.empty()) {
+        std::vector<double> sums, maxes;
+        for (const auto& name : order) {
+          const Acc& a = acc[name];
+          sums.push_back(a.sum);
+          sums.push_back(double(a.n));
+          const double lowest = -std::numeric_limits<double>::infinity();
+          maxes.push_back(a.reduce == Reduce::kMax   ? a.extreme
+                          : a.reduce == Reduce::kMin ? -a.extreme
+                          : a.reduce == Reduce::kLast ? (fit.accel.is_zero() ? a.last : lowest)
+                                                      : lowest);
+        }
+        torch::Tensor s = torch::tensor(sums, torch::kFloat64), m = torch::tensor(maxes, torch::kFloat64);
+        fit.accel.allreduce_sum(s);
+        pg->allreduce_max(m);
+        for (size_t i = 0; i < order.size(); ++i) {
+          Acc& a = acc[order[i]];
+          a.sum = s[2 * i].item<double>();
+          a.n = int64_t(s[2 * i + 1].item<double>());
+          a.extreme = a.reduce == Reduce::kMin ? -m[i].item<double>() : m[i].item<double>();
+          a.last = m[i].item<double>();
+        }
       }
     }
     if (order.empty() || !fit.out) return;
     Values row;
-    for (const auto& name : order) row.emplace_back(name, sums[name].first / sums[name].second);
+    for (const auto& name : order) {
+      const Acc& a = acc[name];
+      switch (a.reduce) {
+        case Reduce::kSum: row.emplace_back(name, a.sum); break;
+        case Reduce::kMax:
+        case Reduce::kMin: row.emplace_back(name, a.extreme); break;
+        case Reduce::kLast: row.emplace_back(name, a.last); break;
+        default: row.emplace_back(name, a.n > 0 ? a.sum / double(a.n) : 0.0);
+      }
+    }
     fit.out->scalars(fit.state.global_step, fit.state.epoch, row);
     std::string text = "validation, epoch " + std::to_string(fit.state.epoch) + ":";
     for (const auto& [n, v] : row) text += " " + n + " " + std::to_string(v);
