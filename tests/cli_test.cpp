@@ -741,7 +741,8 @@ TEST(Cli, SampleFindsAMovedPluginByNameOrTakesPlugin) {
   ASSERT_EQ(run_gantry("train '" + kDemo + "' trainer.max_steps=2 system.plugin=" + (dir / "a/libgan.so"), dir.path())
                 .exit_code,
             0);
-  ASSERT_EQ(run_gantry("train '" + kTiny + "' trainer.max_steps=2 name=moved system.plugin=" + (dir / "a/libtiny.so"),
+  ASSERT_EQ(run_gantry("train '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                           "' trainer.max_steps=2 name=moved system.plugin=" + (dir / "a/libtiny.so"),
                        dir.path())
                 .exit_code,
             0);

@@ -399,9 +399,10 @@ TEST(PluginSystem, AParameterNoModuleHoldsAndWhatTrainRefusesAreRefusedByValidat
   EXPECT_NE(r.err.find("optimizers.adam: plugin throws has no optimizer 'adam'; configure_optimizers() returned: sgd"),
             std::string::npos)
       << r.err;
-  r = gantry::test::run_gantry("validate " + base, dir.path());
+  gantry::test::TempDir clean;
+  r = gantry::test::run_gantry("validate " + base, clean.path());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_FALSE(std::filesystem::exists(dir.path() / "runs")) << "validate wrote a run directory";
+  EXPECT_FALSE(std::filesystem::exists(clean.path() / "runs")) << "validate wrote a run directory";
 }
 
 // Validation ignored ctx.log's Reduce: `ctx.log("val_n", b, Reduce::kSum, true)`
