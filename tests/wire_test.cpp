@@ -192,6 +192,30 @@ TEST(Wire, ADamagedRecordMidLogIsSkippedAndTheRecordsAfterItKept) {
   EXPECT_EQ(r.corrupt[0].bytes, 64u);
 }
 
+// The crash handler encodes its `failed` record by hand (no allocation in a
+// signal handler): it must stay byte for byte what the writer stores.
+TEST(Wire, TheCrashHandlersRecordIsTheWritersRecord) {
+  TempDir dir;
+  const std::string text = "plugin gan crashed with SIGSEGV in training_step at step 120";
+  {
+    wire::RecordWriter w(dir / "log");
+    w.append(wire::encode({7, wire::Event{"failed", 120, 1.7e9 + 0.25, text}}));
+  }
+  char record[1024];
+  const size_t n = wire::encode_event_record(record, sizeof record, 7, "failed", 120, 1.7e9 + 0.25, text.c_str());
+  EXPECT_EQ(std::string(record, n), gantry::test::read_text(dir / "log"));
+  // Too little room: the text is cut, the record still whole; none at all: 0.
+  const size_t cut = wire::encode_event_record(record, 60, 7, "failed", 120, 0, text.c_str());
+  ASSERT_GT(cut, 0u);
+  ASSERT_LE(cut, 60u);
+  gantry::test::write_text(dir / "cut", std::string(record, cut));
+  const auto r = wire::replay(dir / "cut");
+  ASSERT_EQ(r.frames.size(), 1u);
+  const auto e = std::get<wire::Event>(wire::decode(r.frames[0]).payload);
+  EXPECT_EQ(text.rfind(e.text, 0), 0u);
+  EXPECT_EQ(wire::encode_event_record(record, 20, 7, "failed", 120, 0, text.c_str()), 0u);
+}
+
 TEST(Wire, FollowerReadsRecordsAsTheyAreWrittenAndRestartsWhenCut) {
   TempDir dir;
   const std::string path = dir / RunStream::kLogName;

@@ -123,12 +123,6 @@ std::string size_text(uint64_t bytes) {
 
 }  // namespace
 
-std::string non_regular_kind(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "";
-  return kind_of(st.st_mode);
-}
-
 std::string read_file(const std::string& path, uint64_t max_bytes, const std::string& what) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);

@@ -27,10 +27,6 @@ GANTRY_CORE_EXPORT std::vector<std::string> remove_stale_temp_files(const std::s
 GANTRY_CORE_EXPORT std::string read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX,
                                          const std::string& what = "file");
 
-/// "a directory", "a FIFO", "a character device", ... for a path that is not
-/// a regular file; "" for a regular file or one that cannot be stat'ed.
-GANTRY_CORE_EXPORT std::string non_regular_kind(const std::string& path);
-
 /// Points `<experiment_dir>/latest` at its sub-folder `run_name` (a relative
 /// symlink, swapped in atomically by rename). Best effort: a failure is ignored.
 GANTRY_CORE_EXPORT void point_latest(const std::string& experiment_dir, const std::string& run_name);

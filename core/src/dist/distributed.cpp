@@ -355,9 +355,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (!missing.empty()) {
-    std::string list;
-    for (int r : missing) list += (list.empty() ? "" : ", ") + std::to_string(r);
-    throw Error(me + ": rank" + (missing.size() > 1 ? "s " : " ") + list + " of " +
+    throw Error(me + ": " + ranks_word(missing) + " of " +
                 std::to_string(env.world_size) + " never arrived at the rendezvous on " + where +
                 " within " + seconds(timeout) + " (not started, crashed, or another MASTER_ADDR/PORT?)");
   }

@@ -61,8 +61,9 @@ TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Dev
   } else if (is_path && !fs::exists(recorded, ec)) {
     // The build directory moved: the plugin of the checkpoint's name on the
     // search path (load_checkpoint then checks that the manifest's name matches).
+    std::shared_ptr<Plugin> found;
     try {
-      (void)Plugin::find(meta.plugin);
+      found = Plugin::find(meta.plugin);
     } catch (const Error&) {
       std::string dirs;
       for (const auto& d : Plugin::search_path()) dirs += (dirs.empty() ? "" : ", ") + d;
@@ -72,7 +73,7 @@ TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Dev
     }
     cfg.system.plugin = meta.plugin;
     t.plugin_note = "plugin " + meta.plugin + ": " + recorded + " (recorded in the checkpoint) is gone; using " +
-                    Plugin::find(meta.plugin)->manifest().path + " from the plugin search path";
+                    found->manifest().path + " from the plugin search path";
   }
   {
     GlobalRngGuard rng(device);  // building the system seeds the global generator
