@@ -4,354 +4,24 @@
 //   gantry submit CONFIG [key=value ...] [--dry-run] [--wait]   render slurm/ and sbatch it
 //   gantry validate CONFIG [key=value ...]   check config, plugin and data without training
 //   gantry plugins                            list the plugins found, with their manifests
+//   gantry keys                               every config key: values, default, meaning
 //   gantry sample --checkpoint PATH [-n 64] [-o grid.png]
-#include <torch/torch.h>
-
 #include <CLI/CLI.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
-#include <filesystem>
-#include <iostream>
-#include <csignal>
-#include <cstring>
-#include <optional>
+#include <string>
+#include <vector>
 
-#include <unistd.h>
-
-#include "train/checkpoint.hpp"
-#include "config/config.hpp"
-#include "config/dist_env.hpp"
-#include "config/errors.hpp"
-#include "config/files.hpp"
+#include "gantry/engine.hpp"
 #include "gantry/version.hpp"
 #include "gantry_build_info.hpp"
-#include "data/load_images.hpp"
 #include "launch.hpp"
-#include "sweep.hpp"
 #include "submit.hpp"
-#include "data/image_grid.hpp"
-#include "io/progress.hpp"
-#include "plugin/plugin_loader.hpp"
-#include "runtime/crash.hpp"
-#include "runtime/runtime.hpp"
-#include "train/quality.hpp"
-#include "train/trainer.hpp"
+#include "sweep.hpp"
 
-namespace fs = std::filesystem;
 using namespace gantry;
 
 namespace {
-
-// One sample's shape as "1x28x28".
-std::string join_shape(c10::IntArrayRef sample) {
-  std::string s;
-  for (size_t i = 0; i < sample.size(); ++i) s += (i ? "x" : "") + std::to_string(sample[i]);
-  return s;
-}
-std::string join_shape(const torch::Tensor& batch) { return join_shape(batch.sizes().slice(1)); }
-
-// The one line describing the engine, printed at the start of train/validate.
-void print_banner(const Experiment& e, int threads) {
-  const BlasInfo blas = detect_blas();
-  std::printf("gantry %s | plugin %s | %s, %d thread%s\n", GANTRY_VERSION,
-              e.system->manifest().summary().c_str(), blas.name.c_str(), threads,
-              threads == 1 ? "" : "s");
-  const std::string warn = blas_warning(blas);
-  if (!warn.empty()) std::fprintf(stderr, "%s\n", warn.c_str());
-}
-
-// data.format's training split; an image folder is resized to the plugin's shape.
-ImageDataset load_train_data(const ExperimentConfig& cfg, const DataSpec& spec, bool print) {
-  ImageDataset ds = load_split(cfg.data, Split::kTrain, spec.shape);
-  if (print)
-    std::printf("data: %ld images %s from %s\n", long(ds.size()), join_shape(ds.images).c_str(),
-                ds.images_file.c_str());
-  return ds;
-}
-
-// trainer.resume: "auto" (the default when SLURM restarts a requeued job) finds
-// the newest valid checkpoint of the experiment; "" starts fresh, as does
-// "fresh" (also on a SLURM restart, and when every checkpoint is unreadable).
-std::string resolve_resume(const ExperimentConfig& cfg, bool print) {
-  std::string resume = cfg.trainer.resume;
-  if (resume == "fresh") return "";
-  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
-  if (resume.empty() && restarts && std::atoi(restarts) > 0) resume = "auto";
-  if (resume != "auto") return resume;
-  std::vector<std::string> warnings;
-  const std::string exp_dir = (fs::path(cfg.trainer.out_dir) / cfg.name).string();
-  const std::string found = find_latest_checkpoint(exp_dir, &warnings);
-  if (print)
-    for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  // Checkpoints there, none readable: starting from step 0 would silently
-  // throw the run's training away (and overwrite its `latest`).
-  if (found.empty() && !warnings.empty())
-    throw CheckpointError(cfg.where("trainer.resume") + ": trainer.resume=auto: every checkpoint in " + exp_dir +
-                          " is unreadable (" + std::to_string(warnings.size()) +
-                          (warnings.size() == 1 ? " file" : " files") +
-                          ", see the warnings above): nothing to resume from; move them away, or set "
-                          "trainer.resume=fresh to start again from step 0");
-  if (print)
-    std::printf(found.empty() ? "resume: no checkpoint in %s yet, starting fresh\n" : "resume: %s\n",
-                found.empty() ? exp_dir.c_str() : found.c_str());
-  return found;
-}
-
-// A run directory made for this run, removed again (and the experiment's
-// `latest` link pointed back where it was) when the run is refused before it
-// wrote anything: a refused config leaves no empty run behind.
-class FreshRunDir {
- public:
-  FreshRunDir(std::string experiment_dir, std::string previous_latest)
-      : experiment_(std::move(experiment_dir)), previous_(std::move(previous_latest)) {}
-  void made(std::string run_dir) { run_ = std::move(run_dir); }
-  void keep() { run_.clear(); }
-  ~FreshRunDir() {
-    if (run_.empty() || !unused()) return;
-    std::error_code ec;
-    fs::remove_all(run_, ec);
-    if (previous_.empty())
-      fs::remove(fs::path(experiment_) / "latest", ec);
-    else
-      point_latest(experiment_, previous_);
-  }
-
- private:
-  // Nothing in it but what train writes before the first step (config.yaml,
-  // the lock, empty images/ and checkpoints/).
-  bool unused() const {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(run_, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name == "config.yaml" || name == ".lock") continue;
-      if ((name == "images" || name == "checkpoints") && fs::is_empty(e.path(), ec)) continue;
-      return false;
-    }
-    return !ec;
-  }
-  std::string experiment_, previous_, run_;
-};
-
-// A checkpoint <out_dir>/<name>/<run>/checkpoints/x.ckpt continues in <run>;
-// anything else gets a new run directory (`fresh` is told).
-std::string run_dir_for(const ExperimentConfig& cfg, const std::string& resume, FreshRunDir& fresh) {
-  if (!resume.empty()) {
-    const fs::path run = fs::absolute(resume).parent_path().parent_path();
-    std::error_code ec;
-    const fs::path experiment = fs::path(cfg.trainer.out_dir) / cfg.name;
-    if (fs::equivalent(run.parent_path(), experiment, ec)) {
-      point_latest(experiment.string(), run.filename().string());
-      return (experiment / run.filename()).string();
-    }
-  }
-  const std::string made = make_run_dir(cfg.trainer.out_dir, cfg.name);
-  fresh.made(made);
-  return made;
-}
-
-// After a SIGUSR1/SIGUSR2 stop under SLURM: requeue the job; it resumes by itself.
-// After a stop by `stop_signal`: whether the job will come back. Rank 0 of a
-// SLURM job stopped by USR1/USR2 requeues it (the other ranks count on it);
-// a stop anywhere else is only a stop, said in one line.
-bool requeue_if_asked(int stop_signal, bool zero) {
-  if (!requeue_follows(stop_signal)) {
-    if (zero && (stop_signal == SIGUSR1 || stop_signal == SIGUSR2))
-      std::printf("stopped by SIG%s outside SLURM: nothing requeues this run; resume it with trainer.resume=auto\n",
-                  sigabbrev_np(stop_signal));
-    return false;
-  }
-  if (!zero) return true;
-  const char* job = std::getenv("SLURM_JOB_ID");
-  const std::string cmd = std::string("scontrol requeue ") + job;
-  const int rc = std::system(cmd.c_str());
-  if (rc == 0) {
-    std::printf("requeued SLURM job %s: it will resume from the checkpoint\n", job);
-    return true;
-  }
-  std::fprintf(stderr, "warning: `%s` failed (exit %d): the job was not requeued\n", cmd.c_str(), rc);
-  return false;
-}
-
-int cmd_train(const std::string& config_path, const std::vector<std::string>& overrides) {
-  ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
-  if (cfg.trainer.huge_pages) advise_huge_heap();  // before the model, optimizer state and data exist
-  const DistEnv dist = DistEnv::from(DistEnv::process_environment());
-  dist.check(cfg.trainer.num_nodes, cfg.trainer.devices, cfg.where("trainer.devices"));
-  const bool zero = dist.rank == 0;
-  cfg.trainer.resume = resolve_resume(cfg, zero);
-  Experiment exp = Experiment::build(cfg);
-  const int threads = configure_threads(cfg.trainer.threads, dist.local_world_size);
-  if (zero) print_banner(exp, threads);
-  if (dist.world_size > 1) std::printf("%s\n", dist.describe().c_str());
-  // The system's own data (SDK 1.1 train_dataset), or IDX files from data.path.
-  const bool own_data = exp.train_data != nullptr;
-  std::optional<ImageDataset> train, val;
-  if (own_data && zero)
-    std::printf("data: plugin %s's own, %ld samples%s\n", exp.system->manifest().name.c_str(),
-                long(exp.train_data->size()),
-                exp.val_data ? (", validation " + std::to_string(exp.val_data->size())).c_str() : "");
-  const DataSpec spec = exp.system->data_spec();
-  if (!own_data) train = load_train_data(cfg, spec, zero);
-  if (!own_data && cfg.trainer.val_every_n_epochs > 0) val = load_split(cfg.data, Split::kVal, spec.shape);
-
-  std::string run_dir;
-  const fs::path experiment_dir = fs::path(cfg.trainer.out_dir) / cfg.name;
-  std::error_code ec;
-  FreshRunDir fresh(experiment_dir.string(), fs::read_symlink(experiment_dir / "latest", ec).string());
-  std::optional<RunDirLock> run_dir_lock;  // held until the process ends
-  if (zero) {  // only rank 0 writes the run directory
-    run_dir = run_dir_for(cfg, cfg.trainer.resume, fresh);
-    run_dir_lock.emplace(run_dir);
-    write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
-    std::printf("run directory: %s\n", run_dir.c_str());
-  }
-  std::fflush(stdout);
-
-  install_stop_signals();
-  install_crash_handlers();  // a plugin's segfault or abort: one line and a `failed` record, then the signal
-  Trainer trainer(std::move(exp), run_dir, dist);
-  const FitResult r = own_data ? trainer.fit() : trainer.fit(*train, val ? &*val : nullptr);
-  fresh.keep();
-  // Exit 0 only when the job comes back (a requeue); any other stop is 128 + signal.
-  const bool preempted = requeue_if_asked(r.stop_signal, zero);
-  // Replicas that differ are not data parallelism: fail the run on every rank
-  // (what was trained is saved; the checkpoint holds rank 0's parameters).
-  if (!r.replicas_identical)
-    throw TrainingError("the parameters differ across the " + std::to_string(dist.world_size) +
-                        " ranks at step " + std::to_string(r.state.global_step) +
-                        ": a gradient was not averaged (a training_step that calls backward() and step() "
-                        "itself skips DDP's all-reduce: use ctx.optimize); checkpoint " +
-                        (zero ? r.last_checkpoint : std::string("of rank 0")) + " holds rank 0's parameters");
-  if (!zero) return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
-  // steps/s of this process's own batches (a resumed run's earlier ones ran elsewhere).
-  const double steps_per_s = r.seconds > 0 ? double(r.steps_run) / r.seconds : 0;
-  std::printf("%s at step %ld (epoch %ld): %s, after %.1f s (%.1f steps/s)\n",
-              r.stop_signal ? "stopped" : "done", long(r.state.global_step), long(r.state.epoch),
-              r.stop_reason.c_str(), r.seconds, steps_per_s);
-  for (const auto& [name, v] : r.last_values) std::printf("  %s %.4f\n", name.c_str(), v);
-  if (dist.world_size > 1 && r.replicas_identical)
-    std::printf("replicas bit-identical across %d ranks\n", dist.world_size);
-  std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(),
-              (fs::path(run_dir) / "images").c_str());
-  return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
-}
-
-// What train will need of trainer.out_dir: a directory it can create
-// entries in (or one it can create, in a writable parent).
-void check_writable_dir(const std::string& dir, const std::string& what) {
-  fs::path p = fs::absolute(dir);
-  std::error_code ec;
-  while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
-  if (!fs::is_directory(p, ec))
-    throw Error(what + " '" + dir + "': " + p.string() + " is not a directory");
-  // Try it (access() says yes to root on /proc, and knows no quota): make
-  // and remove an empty directory where train would make its own.
-  std::string probe = (p / ".gantry-validate-XXXXXX").string();
-  if (!::mkdtemp(probe.data()))
-    throw Error(what + " '" + dir + "': " + p.string() + " is not writable (" + std::strerror(errno) + ")");
-  ::rmdir(probe.c_str());
-}
-
-int cmd_validate(const std::string& config_path, const std::vector<std::string>& overrides) {
-  const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
-  Experiment exp = Experiment::build(cfg);
-  print_banner(exp, configure_threads(cfg.trainer.threads));
-  const DataSpec spec = exp.system->data_spec();
-  int64_t samples = 0;
-  if (exp.train_data) {  // the system's own data (SDK 1.1): no files, no kind or shape to check
-    samples = exp.train_data->size();
-  } else {
-    check_data_kind(spec, exp.system->manifest().name);
-    const ImageDataset train = load_train_data(cfg, spec, true);
-    if (!spec.shape.empty() && train.images.sizes().slice(1).vec() != spec.shape)
-      throw DataError(train.images_file + ": samples are " + join_shape(train.images) + ", plugin " +
-                      exp.system->manifest().name + " expects " + join_shape(spec.shape) +
-                      " (see the plugin's system.* shape keys)");
-    if (cfg.trainer.val_every_n_epochs > 0) {
-      const ImageDataset val = load_split(cfg.data, Split::kVal, spec.shape);
-      std::printf("validation data: %ld images from %s\n", long(val.size()), val.images_file.c_str());
-    }
-    samples = train.size();
-  }
-  check_writable_dir(cfg.trainer.out_dir, cfg.where("trainer.out_dir") + ": trainer.out_dir");
-  if (cfg.metrics.quality_every_n_steps > 0) {  // the classifier loads and embeds this plugin's samples' shape
-    const FeatureModel fm(cfg.metrics.quality_classifier, torch::kCPU,
-                          cfg.where("metrics.quality_classifier") + ": metrics.quality_classifier");
-    fm.check_shape(exp.system->manifest().name, spec.shape);
-    std::printf("quality score: plugin %s from %s\n", fm.plugin_name().c_str(), fm.checkpoint().c_str());
-  }
-  if (!cfg.trainer.resume.empty() && cfg.trainer.resume != "auto" && cfg.trainer.resume != "fresh") {
-    const CheckpointMeta meta = read_checkpoint_meta(cfg.trainer.resume);
-    if (meta.plugin != exp.system->manifest().name)
-      throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" + meta.plugin +
-                            "', this config uses '" + exp.system->manifest().name + "'");
-  }
-  // What train checks before step 1: modules and optimizers (sections, parameters
-  // no module holds), ema.modules, the resume checkpoint's shapes.
-  check_before_training(Experiment::build(cfg));
-  std::printf("%s: OK (plugin %s, %ld samples%s, batch %ld)\n", config_path.c_str(),
-              exp.system->manifest().summary().c_str(), long(samples), exp.train_data ? " of its own data" : "",
-              long(cfg.data.batch_size));
-  return 0;
-}
-
-int cmd_plugins() {
-  const auto found = Plugin::list_all();
-  if (found.empty()) {
-    std::string dirs;
-    for (const auto& d : Plugin::search_path()) dirs += "\n  " + d;
-    std::printf("no plugins found in:%s\n", dirs.c_str());
-    return 1;
-  }
-  for (const auto& [path, summary] : found) std::printf("%s\n  %s\n", summary.c_str(), path.c_str());
-  return 0;
-}
-
-int cmd_sample(const std::string& checkpoint, int64_t n, const std::string& out, int64_t seed,
-               const std::string& tensor_out, const std::string& plugin) {
-  const TrainedSystem trained = Experiment::load_trained(checkpoint, torch::kCPU, plugin);
-  if (!trained.plugin_note.empty()) std::printf("%s\n", trained.plugin_note.c_str());
-  const Experiment& exp = trained.experiment;
-  if (trained.ema_tensors > 0)  // the run kept an EMA of its weights: sample with it, as its grids did
-    std::printf("sampling with the EMA weights (ema.decay %g, %zu tensors)\n", exp.config.ema.decay,
-                trained.ema_tensors);
-  torch::manual_seed(static_cast<uint64_t>(seed));
-  torch::NoGradGuard no_grad;
-  const torch::Tensor input = exp.system->sample_input(n);
-  const torch::Tensor images = exp.system->forward(input);
-  const DataSpec spec = exp.system->data_spec();
-  if (!exp.train_data) check_data_kind(spec, exp.system->name());  // else: its own data
-  // A system whose samples are not images says how to draw them (render_samples).
-  torch::Tensor shown = images;
-  double low = spec.low, high = spec.high;
-  if (const torch::Tensor rendered = exp.system->render_samples(images); rendered.defined()) {
-    shown = rendered;
-    low = 0;
-    high = 1;
-  }
-  // Still not images (a classifier's logits): no grid; the tensors are the samples.
-  const bool grid = shown.dim() == 4;
-  if (!grid && tensor_out.empty())
-    throw Error("plugin " + exp.system->manifest().name + "'s samples are " + join_shape(images) +
-                ", not images [N, C, H, W]: no grid to draw; save them with --tensors FILE");
-  if (grid) write_file_atomic(out, encode_png(make_grid(shown, 8, 2, low, high)));
-  if (!tensor_out.empty()) {  // {"input": ..., "output": ...}, readable by Python's torch.load
-    c10::Dict<std::string, torch::Tensor> d;
-    d.insert("input", input);
-    d.insert("output", images);
-    const auto bytes = torch::pickle_save(d);
-    write_file_atomic(tensor_out, std::string(bytes.begin(), bytes.end()));
-  }
-  std::printf("wrote %ld samples from %s to %s\n", long(n), checkpoint.c_str(),
-              grid ? (out + (tensor_out.empty() ? "" : " and " + tensor_out)).c_str() : tensor_out.c_str());
-  return 0;
-}
-
-// The one error line; on a line of its own when a progress bar was drawn.
-void print_error(const std::string& text) {
-  std::fflush(stdout);
-  std::fprintf(stderr, "%sgantry: error: %s\n", progress_line_open() ? "\n" : "", text.c_str());
-}
 
 // `gantry --version`: the version, the LibTorch it uses, and any part a plain
 // (release) build left out because its packages were missing.
@@ -366,8 +36,7 @@ std::string version_text() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  configure_allocator();
-  raise_file_limit();  // a launcher holds a pipe per rank, a rank a socket per rank
+  engine::prepare_process();
   CLI::App app{"gantry: train LibTorch systems from plugins (PyTorch Lightning for C++)"};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
@@ -414,56 +83,45 @@ int main(int argc, char** argv) {
   validate->add_option("overrides", overrides, "Overrides: key=value");
 
   auto* plugins = app.add_subcommand("plugins", "List plugins found, with their manifests");
+  auto* keys = app.add_subcommand("keys", "List every config key: its values, default and meaning (Markdown)");
 
-  std::string checkpoint, out = "samples.png";
-  int64_t n = 64, seed = 0;
+  engine::SampleOptions sa;
   auto* sample = app.add_subcommand("sample", "Generate samples from a checkpoint as a PNG grid");
-  sample->add_option("--checkpoint,-c", checkpoint, "Checkpoint file")->required();
-  sample->add_option("-n", n, "Number of samples")->check(CLI::Range(1, 4096));
-  sample->add_option("-o,--output", out, "Output PNG");
-  sample->add_option("--seed", seed, "Seed for the sample inputs");
-  std::string tensor_out;
-  sample->add_option("--tensors", tensor_out, "Also save the inputs and outputs as tensors (torch.load-able)");
-  std::string sample_plugin;
-  sample->add_option("--plugin", sample_plugin,
+  sample->add_option("--checkpoint,-c", sa.checkpoint, "Checkpoint file")->required();
+  sample->add_option("-n", sa.n, "Number of samples")->check(CLI::Range(1, 4096));
+  sample->add_option("-o,--output", sa.output, "Output PNG");
+  sample->add_option("--seed", sa.seed, "Seed for the sample inputs");
+  sample->add_option("--tensors", sa.tensors, "Also save the inputs and outputs as tensors (torch.load-able)");
+  sample->add_option("--plugin", sa.plugin,
                      "The plugin (path or name) instead of the one the checkpoint recorded (a moved build directory)");
 
   CLI11_PARSE(app, argc, argv);
-  try {
-    if (*train) return cmd_train(config, overrides);
+  return engine::run_command([&]() -> int {
+    if (*train) return engine::train(config, overrides);
     if (*launch_cmd) {
       // Check the config once here rather than N times in the ranks.
-      const ExperimentConfig cfg = ExperimentConfig::load(config, overrides);
-      if (cfg.trainer.num_nodes != 1)
-        throw ConfigError(cfg.where("trainer.num_nodes") + ": gantry launch runs ranks on this node only, "
-                          "but trainer.num_nodes is " + std::to_string(cfg.trainer.num_nodes) +
+      const engine::JobSettings job = engine::load_job(config, overrides);
+      if (job.num_nodes != 1)
+        throw ConfigError(job.where("trainer.num_nodes") + ": gantry launch runs ranks on this node only, "
+                          "but trainer.num_nodes is " + std::to_string(job.num_nodes) +
                           " (use gantry submit for several nodes)");
       LaunchOptions lo;
       lo.gantry_exe = boost::dll::program_location().string();
       return launch(nproc, config, overrides, lo);
     }
-    if (*validate) return cmd_validate(config, overrides);
+    if (*validate) return engine::validate(config, overrides);
     if (*sweep_cmd) {
       so.gantry_exe = boost::dll::program_location().string();
       return sweep(config, overrides, so);
     }
     if (*submit_cmd)
       return submit(config, overrides, dry_run, wait, boost::dll::program_location().string(), submit_sweep);
-    if (*plugins) return cmd_plugins();
-    if (*sample) return cmd_sample(checkpoint, n, out, seed, tensor_out, sample_plugin);
-  } catch (const Error& e) {
-    print_error(e.what());
-    return 1;
-  } catch (const c10::Error& e) {
-    print_error(e.what_without_backtrace());
-    return 1;
-  } catch (const std::bad_alloc&) {
-    print_error("out of memory (std::bad_alloc): lower data.batch_size or the model's size, or give the "
-                "process more memory (ulimit -v, the job's --mem)");
-    return 1;
-  } catch (const std::exception& e) {
-    print_error(e.what());
-    return 1;
-  }
-  return 0;
+    if (*plugins) return engine::list_plugins();
+    if (*keys) {
+      std::fputs(engine::keys_table().c_str(), stdout);
+      return 0;
+    }
+    if (*sample) return engine::sample(sa);
+    return 0;
+  });
 }

@@ -7,8 +7,6 @@
 #include <filesystem>
 #include <regex>
 
-#include "config/errors.hpp"
-#include "config/files.hpp"
 #include "sweep.hpp"
 
 namespace fs = std::filesystem;
@@ -45,19 +43,19 @@ std::string find_template(const std::string& path, const std::string& gantry_exe
 
 }  // namespace
 
-std::string render_sbatch(const ExperimentConfig& cfg, const std::string& template_text,
+std::string render_sbatch(const engine::JobSettings& job, const std::string& template_text,
                           const std::string& gantry_exe, const std::string& config_path,
                           const std::vector<std::string>& overrides, size_t array_size) {
-  const auto& s = cfg.slurm;
-  const auto& t = cfg.trainer;
+  const auto& s = job.slurm;
+  const auto& t = job;
   const int64_t cpus = s.cpus_per_task > 0 ? s.cpus_per_task : (t.threads > 0 ? t.threads : 1);
   std::string d;
   auto line = [&](const std::string& opt) { d += "#SBATCH " + opt + "\n"; };
-  line("--job-name=" + cfg.name);
+  line("--job-name=" + job.name);
   line("--nodes=" + std::to_string(t.num_nodes));
   line("--ntasks-per-node=" + std::to_string(t.devices));
   line("--cpus-per-task=" + std::to_string(cpus));
-  if (t.accelerator == "cuda") line("--gres=gpu:" + std::to_string(t.devices));
+  if (t.cuda) line("--gres=gpu:" + std::to_string(t.devices));
   line("--time=" + s.time);
   if (!s.partition.empty()) line("--partition=" + s.partition);
   if (!s.mem.empty()) line("--mem=" + s.mem);
@@ -68,9 +66,9 @@ std::string render_sbatch(const ExperimentConfig& cfg, const std::string& templa
   if (array_size > 0) {  // one task per point; each requeued on its own
     line("--array=0-" + std::to_string(array_size - 1) +
          (s.array_parallel > 0 ? "%" + std::to_string(s.array_parallel) : std::string()));
-    line("--output=" + (fs::absolute(t.out_dir) / cfg.name / "slurm-%A_%a.out").string());
+    line("--output=" + (fs::absolute(t.out_dir) / job.name / "slurm-%A_%a.out").string());
   } else {
-    line("--output=" + (fs::absolute(t.out_dir) / cfg.name / "slurm-%j.out").string());
+    line("--output=" + (fs::absolute(t.out_dir) / job.name / "slurm-%j.out").string());
   }
   d.pop_back();
   std::string cmd = shell_quote(gantry_exe) + (array_size > 0 ? " sweep " : " train ") +
@@ -93,18 +91,18 @@ int submit(const std::string& config_path, const std::vector<std::string>& overr
                                [](const std::string& o) { return o.find(',') != std::string::npos; }),
                 fixed.end());
   }
-  const ExperimentConfig cfg = ExperimentConfig::load(config_path, fixed);
-  const std::string tmpl_path = find_template(cfg.slurm.template_path, gantry_exe);
+  const engine::JobSettings job = engine::load_job(config_path, fixed);
+  const std::string tmpl_path = find_template(job.slurm.template_path, gantry_exe);
   const std::string script =
-      render_sbatch(cfg, read_file(tmpl_path), gantry_exe, config_path, overrides, array_size);
+      render_sbatch(job, engine::read_file(tmpl_path), gantry_exe, config_path, overrides, array_size);
   if (dry_run) {
     std::fputs(script.c_str(), stdout);
     return 0;
   }
-  const fs::path dir = fs::path(cfg.trainer.out_dir) / cfg.name / "slurm";
+  const fs::path dir = fs::path(job.out_dir) / job.name / "slurm";
   fs::create_directories(dir);
   const fs::path file = fs::absolute(dir / ("submit-" + std::to_string(::time(nullptr)) + ".sbatch"));
-  write_file_atomic(file.string(), script);
+  engine::write_file_atomic(file.string(), script);
   const std::string cmd = std::string("sbatch ") + (wait ? "--wait " : "") + shell_quote(file.string()) + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) throw Error("cannot run sbatch");
@@ -121,7 +119,7 @@ int submit(const std::string& config_path, const std::vector<std::string>& overr
     const std::string log = "slurm-" + m[1].str() + (array_size > 0 ? "_<task>.out" : ".out");
     std::printf("submitted job %s%s: %s (log: %s)\n", m[1].str().c_str(),
                 array_size > 0 ? (", an array of " + std::to_string(array_size) + " points").c_str() : "",
-                file.c_str(), (fs::absolute(cfg.trainer.out_dir) / cfg.name / log).c_str());
+                file.c_str(), (fs::absolute(job.out_dir) / job.name / log).c_str());
   } else {
     std::string first = out.substr(0, out.find('\n'));
     throw Error("sbatch " + file.string() + " failed: " + (first.empty() ? "no output" : first));

@@ -4,14 +4,14 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
+#include "gantry/engine.hpp"
 
 namespace gantry {
 
 /// The sbatch script for `cfg`, running `gantry_exe train config_path overrides...`.
 /// `array_size` > 0: a job array of that many tasks, each running its point
 /// of the sweep the overrides make (`gantry sweep ... --array-task`).
-std::string render_sbatch(const ExperimentConfig& cfg, const std::string& template_text,
+std::string render_sbatch(const engine::JobSettings& job, const std::string& template_text,
                           const std::string& gantry_exe, const std::string& config_path,
                           const std::vector<std::string>& overrides, size_t array_size = 0);
 

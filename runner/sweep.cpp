@@ -36,11 +36,7 @@
 #include <sstream>
 #include <thread>
 
-#include "config/config.hpp"
-#include "config/errors.hpp"
-#include "config/files.hpp"
-#include "io/metrics_csv.hpp"
-#include "runtime/runtime.hpp"
+#include "gantry/engine.hpp"
 
 namespace fs = std::filesystem;
 
@@ -93,30 +89,17 @@ std::map<std::string, std::string> read_status(const fs::path& csv) {
 void write_status(const fs::path& csv, const std::vector<Point>& points) {
   std::string text = "point\tstatus\n";
   for (const auto& p : points) text += p.label + "\t" + p.status + "\n";
-  write_file_atomic(csv.string(), text);
+  engine::write_file_atomic(csv.string(), text);
 }
 
-// The header of a point's metrics.csv and each column's last value (rows
-// may hold some columns only: validation's, the quality score's); empty when
-// it has none.
-std::pair<std::vector<std::string>, std::vector<std::string>> last_values(const fs::path& csv) {
-  std::ifstream in(csv);
-  std::string header, line;
-  std::getline(in, header);
-  if (header.empty()) return {};
-  const std::vector<std::string> columns = split_csv_line(header);
-  std::vector<std::string> last(columns.size());
-  bool any = false;
-  while (std::getline(in, line)) {
-    const std::vector<std::string> cells = split_csv_line(line);
-    for (size_t i = 0; i < cells.size() && i < last.size(); ++i)
-      if (!cells[i].empty()) {
-        last[i] = cells[i];
-        any = true;
-      }
-  }
-  if (!any) return {};
-  return {columns, last};
+// An axis's values, "a,b,c" (an empty one stays, to be refused).
+std::vector<std::string> axis_values(const std::string& v) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t comma; (comma = v.find(',', start)) != std::string::npos; start = comma + 1)
+    out.push_back(v.substr(start, comma - start));
+  out.push_back(v.substr(start));
+  return out;
 }
 
 std::string last_line_of(const fs::path& log) {
@@ -150,7 +133,7 @@ void print_summary(const std::vector<Point>& points, const fs::path& dir, const 
   std::vector<std::string> metrics;
   std::map<std::string, std::map<std::string, std::string>> values;  // point -> metric -> value
   for (const auto& p : points) {
-    const auto [header, row] = last_values(dir / p.label / "latest" / "metrics.csv");
+    const auto [header, row] = engine::last_metrics((dir / p.label / "latest" / "metrics.csv").string());
     for (size_t i = 0; i < header.size() && i < row.size(); ++i) {
       if (header[i] == "epoch" || header[i] == "wall_time") continue;
       if (std::find(metrics.begin(), metrics.end(), header[i]) == metrics.end()) metrics.push_back(header[i]);
@@ -218,7 +201,7 @@ Grid make_grid(const std::string& config, const std::vector<std::string>& args) 
       g.fixed.push_back(a);
       continue;
     }
-    Axis axis{key, split_csv_line(value)};
+    Axis axis{key, axis_values(value)};
     for (const auto& v : axis.values)
       if (v.empty()) throw ConfigError("gantry sweep: '" + a + "' has an empty value");
     for (const auto& other : g.axes)
@@ -241,17 +224,17 @@ Grid make_grid(const std::string& config, const std::vector<std::string>& args) 
     if (i == 0) break;
   }
   // Every point's config, checked before anything runs.
-  const ExperimentConfig base = ExperimentConfig::load(config, g.fixed);
+  const engine::JobSettings base = engine::load_job(config, g.fixed);
   for (const auto& p : g.points) {
     std::vector<std::string> o = g.fixed;
     o.insert(o.end(), p.overrides.begin(), p.overrides.end());
     try {
-      ExperimentConfig::load(config, o);
+      engine::load_job(config, o);
     } catch (const Error& e) {
       throw ConfigError("gantry sweep: point " + p.label + ": " + e.what());
     }
   }
-  g.dir = fs::path(base.trainer.out_dir) / base.name / "sweep";
+  g.dir = fs::path(base.out_dir) / base.name / "sweep";
   return g;
 }
 
@@ -322,7 +305,7 @@ int sweep(const std::string& config, const std::vector<std::string>& args, const
       ++done;
     }
   }
-  const int threads = std::max(1, available_cores() / std::min<int>(opt.parallel, int(points.size())));
+  const int threads = std::max(1, engine::available_cores() / std::min<int>(opt.parallel, int(points.size())));
   const std::string each =
       threads_given ? "" : ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " each";
   std::printf("sweep: %zu points (%zu %s) of %s, %zu done already; %d at a time%s\n", points.size(), axes.size(),

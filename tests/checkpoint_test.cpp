@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "train/checkpoint.hpp"
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "support.hpp"
 #include "train/fused_adam.hpp"
 #include "train/trainer.hpp"
@@ -29,7 +29,8 @@ TEST(Checkpoint, RoundTripRestoresWeightsOptimizerStateStepAndRng) {
   Experiment a = gan_experiment({"trainer.max_steps=5", "data.batch_size=16"});
   auto trained = a.system;
   const auto data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
-  const FitResult r = Trainer(a, dir.path().string()).fit(data);
+  a.use_images(data);
+  const FitResult r = Trainer(a, dir.path().string()).fit();
   ASSERT_EQ(r.state.global_step, 5);
   const std::string path = r.last_checkpoint;
   ASSERT_TRUE(std::filesystem::exists(path));
@@ -123,14 +124,16 @@ TEST(Checkpoint, ResumedRunEndsBitIdenticalToAnUninterruptedOne) {
   const std::vector<std::string> common = {"data.batch_size=16", "trainer.log_every_n_steps=1"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), common.begin(), common.end());
-    return gan_experiment(extra);
+    Experiment e = gan_experiment(extra);
+    e.use_images(data);
+    return e;
   };
-  const FitResult a = Trainer(with({"trainer.max_steps=10"}), straight.path().string()).fit(data);
-  const FitResult b = Trainer(with({"trainer.max_steps=5"}), first.path().string()).fit(data);
+  const FitResult a = Trainer(with({"trainer.max_steps=10"}), straight.path().string()).fit();
+  const FitResult b = Trainer(with({"trainer.max_steps=5"}), first.path().string()).fit();
   const FitResult c =
       Trainer(with({"trainer.max_steps=10", "trainer.resume=" + b.last_checkpoint}),
               second.path().string())
-          .fit(data);
+          .fit();
   ASSERT_EQ(c.state.global_step, 10);
   EXPECT_EQ(c.steps_run, 5);  // its own batches: steps/s after a resume once counted the first run's too
   EXPECT_EQ(a.steps_run, 10);

@@ -1,7 +1,9 @@
 // Experiment configs: the demo loads, and each kind of bad input is one error
 // naming the key, where it was set and what was expected.
+#include <algorithm>
+
 #include "config/config.hpp"
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "support.hpp"
 #include "train/trainer.hpp"
 
@@ -89,7 +91,7 @@ TEST(Config, BadOverridesAreCheckedLikeTheFile) {
   msg = config_error([&] { ExperimentConfig::load(path, {"trainer.seed=abc"}); });
   EXPECT_NE(msg.find("trainer.seed must be an integer, got 'abc'"), std::string::npos) << msg;
   msg = config_error([&] { ExperimentConfig::load(path, {"trainer.weight_layout=rows"}); });
-  EXPECT_NE(msg.find("trainer.weight_layout must be auto or as_built, got 'rows'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("trainer.weight_layout must be one of auto, as_built, got 'rows'"), std::string::npos) << msg;
   msg = config_error([&] { ExperimentConfig::load(path, {"trainer.step_in_backward=maybe"}); });
   EXPECT_NE(msg.find("trainer.step_in_backward must be true or false, got 'maybe'"), std::string::npos) << msg;
   msg = config_error([&] { ExperimentConfig::load(path, {"data.format=jpeg"}); });
@@ -233,4 +235,54 @@ TEST(Config, ANonFiniteSystemNumberNamesTheKey) {
   const auto path = write_config(dir, "name: a\nsystem:\n  plugin: " + gantry::test::gan_plugin_path() + "\n");
   const auto msg = config_error([&] { Experiment::build(ExperimentConfig::load(path, {"system.lr=.inf"})); });
   EXPECT_NE(msg.find("system.lr must be a finite number, got '.inf'"), std::string::npos) << msg;
+}
+
+// Each key is declared once (config.hpp's GANTRY_KEYS_* lists); the README's
+// table is what `gantry keys` prints from them, word for word.
+TEST(Config, TheReadmeKeyTableIsTheDeclarations) {
+  const std::string readme = gantry::test::read_text(gantry::test::source_path("README.md"));
+  const std::string begin = "<!-- keys: begin (gantry keys) -->\n", end = "<!-- keys: end -->";
+  const size_t a = readme.find(begin), b = readme.find(end);
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  const std::string table = readme.substr(a + begin.size(), b - a - begin.size());
+  EXPECT_EQ(table, config_keys_markdown()) << "regenerate the README's table with `gantry keys`";
+  const auto r = gantry::test::run_gantry("keys");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, config_keys_markdown());
+  // Every key the schema reads is in the table, one row each.
+  size_t rows = 0;
+  for (const KeyDoc& k : config_keys()) {
+    ++rows;
+    EXPECT_NE(table.find("| `" + k.key + "` | " + k.type + " | "), std::string::npos) << k.key;
+  }
+  EXPECT_EQ(rows + 2, size_t(std::count(table.begin(), table.end(), '\n')));
+  EXPECT_GE(rows, 60u);
+}
+
+// A choice is parsed once into its enum; config.yaml writes it back as its
+// name, and a name it lacks is one line listing the choices.
+TEST(Config, ChoicesAreParsedOnceIntoEnums) {
+  const auto cfg = ExperimentConfig::load(gantry::test::kDemo,
+                                          {"trainer.accelerator=auto", "trainer.precision=bf16-mixed",
+                                           "data.format=cifar10", "optimizers.g.scheduler=cosine",
+                                           "optimizers.g.interval=epoch", "trainer.progress=none"});
+  EXPECT_EQ(cfg.trainer.accelerator, AcceleratorKind::kAuto);
+  EXPECT_EQ(cfg.trainer.precision, PrecisionMode::kBf16Mixed);
+  EXPECT_EQ(cfg.data.format, DataFormat::kCifar10);
+  EXPECT_EQ(cfg.data.train_prefix, "data_batch");  // the format's own split names
+  EXPECT_EQ(cfg.optimizers.at("g").scheduler, SchedulerKind::kCosine);
+  EXPECT_EQ(cfg.optimizer("g").interval, ScheduleInterval::kEpoch);
+  EXPECT_EQ(cfg.trainer.progress, ProgressMode::kNone);
+  const auto again = ExperimentConfig::parse(cfg.to_yaml(), "config.yaml");
+  EXPECT_EQ(again.to_yaml(), cfg.to_yaml());
+  EXPECT_EQ(again.trainer.precision, PrecisionMode::kBf16Mixed);
+  EXPECT_NE(cfg.to_yaml().find("precision: bf16-mixed"), std::string::npos) << cfg.to_yaml();
+  const std::string msg = config_error([] { ExperimentConfig::load(gantry::test::kDemo, {"trainer.progress=fancy"}); });
+  EXPECT_NE(msg.find("command line 'trainer.progress=fancy': trainer.progress must be one of auto, bar, lines, none, "
+                     "got 'fancy'"),
+            std::string::npos)
+      << msg;
+  const std::string opt = config_error([] { ExperimentConfig::load(gantry::test::kDemo, {"optimizers.d.interval=batch"}); });
+  EXPECT_NE(opt.find("optimizers.d.interval must be one of step, epoch, got 'batch'"), std::string::npos) << opt;
 }

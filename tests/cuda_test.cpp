@@ -30,7 +30,7 @@ std::string train_tiny(const TempDir& dir, const std::string& accelerator, int s
   o.insert(o.end(), more.begin(), more.end());
   const auto cfg = ExperimentConfig::load(kTiny, o);
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
-  return Trainer(Experiment::build(cfg), dir.path().string()).fit(data).last_checkpoint;
+  return Trainer(Experiment::build(cfg, data), dir.path().string()).fit().last_checkpoint;
 }
 
 // Largest |a - b| over the checkpoints' parameters, relative to max |a|.
@@ -110,7 +110,7 @@ TEST(Cuda, Bf16MixedGanLossesMove_CUDA) {
                             "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0",
                             "trainer.progress=none", "trainer.accelerator=cuda", "trainer.precision=bf16-mixed"});
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
-  Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+  Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
   const auto lines = gantry::test::lines_of(gantry::test::read_text(dir / "metrics.csv"));
   ASSERT_EQ(lines.size(), 7u);
   double lo = 1e9, hi = -1e9;
@@ -136,13 +136,12 @@ struct GanRun {
 GanRun fit_captured(const TempDir& dir, const std::string& config, const std::vector<std::string>& options) {
   const auto cfg = ExperimentConfig::load(config, options);
   Experiment exp = Experiment::build(cfg);
-  std::optional<ImageDataset> data;
-  if (!exp.train_data) data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
+  if (!exp.own_data) exp.use_images(load_idx_images(cfg.data.path, cfg.data.train_prefix));
   testing::internal::CaptureStdout();
   GanRun run;
   try {
     Trainer trainer(std::move(exp), dir.path().string());
-    run.checkpoint = (data ? trainer.fit(*data) : trainer.fit()).last_checkpoint;
+    run.checkpoint = trainer.fit().last_checkpoint;
   } catch (...) {
     std::cout << testing::internal::GetCapturedStdout();
     throw;
@@ -232,7 +231,7 @@ TEST(Cuda, UncapturableStepsFallBackAndSchedulesAreFollowed_CUDA) {
                                              "trainer.cuda_graphs=true"});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
     testing::internal::CaptureStdout();
-    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+    Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
     const std::string out = testing::internal::GetCapturedStdout();
     EXPECT_NE(out.find("cuda graphs: off (plugin wgan_gp's training_step reads ctx.next_batch()"), std::string::npos)
         << out;

@@ -3,7 +3,8 @@
 #include <zlib.h>
 
 #include "data/data_loader.hpp"
-#include "config/errors.hpp"
+#include "data/image_dataset.hpp"
+#include "gantry/errors.hpp"
 #include "data/idx_dataset.hpp"
 #include "data/image_grid.hpp"
 #include "io/png.hpp"
@@ -121,13 +122,50 @@ TEST(ImageGrid, LayoutAndScaling) {
   EXPECT_EQ(at(2, 2 + 5 * 7), 198);             // image 7: -1 + 14/9 -> 198
 }
 
+namespace {
+
+// The runner's images as the loader's one kind of data, scaled to [-1, 1].
+std::shared_ptr<const Dataset> as_dataset(const ImageDataset& d) {
+  return std::make_shared<ImageTensorDataset>(d, -1.0, 1.0);
+}
+
+}  // namespace
+
+// Images are a Dataset like a plugin's: get() and the default stacking of
+// get_batch agree with the loader's gather, scaled to the plugin's range.
+TEST(DataLoader, ImagesAreADatasetLikeAPlugins) {
+  ImageDataset ds;
+  ds.images = torch::arange(2 * 3 * 4, torch::kUInt8).view({4, 1, 2, 3}) * 10;
+  ds.labels = torch::tensor({3, 1, 4, 1}, torch::kInt64);
+  const ImageTensorDataset images(ds, 0.0, 1.0);
+  EXPECT_EQ(images.size(), 4);
+  const Batch one = images.get(2);
+  EXPECT_EQ(one.input.sizes(), torch::IntArrayRef({1, 2, 3}));
+  EXPECT_EQ(one.target.item<int64_t>(), 4);
+  EXPECT_TRUE(torch::allclose(one.input, ds.images[2].to(torch::kFloat32) / 255.0));
+  const Batch two = images.get_batch({3, 0});
+  const Batch stacked = images.Dataset::get_batch({3, 0});  // the SDK's default: get() stacked
+  EXPECT_TRUE(torch::equal(two.input, stacked.input));
+  EXPECT_TRUE(torch::equal(two.target, stacked.target));
+  // Through the loader: the same batches as the dataset gives.
+  LoaderOptions o;
+  o.batch_size = 4;
+  o.shuffle = false;
+  DataLoader loader(std::make_shared<ImageTensorDataset>(ds, 0.0, 1.0), o);
+  loader.start_epoch(0);
+  const auto b = loader.next();
+  ASSERT_TRUE(b.has_value());
+  EXPECT_TRUE(torch::equal(b->input, images.get_batch({0, 1, 2, 3}).input));
+  EXPECT_TRUE(torch::equal(b->target, ds.labels));
+}
+
 TEST(DataLoader, EpochCoversEveryIndexOnceInASeededOrder) {
   ImageDataset ds;
   ds.images = torch::arange(100, torch::kUInt8).view({100, 1, 1, 1});
   LoaderOptions o;
   o.batch_size = 16;
   o.seed = 7;
-  DataLoader a(ds, o), b(ds, o);
+  DataLoader a(as_dataset(ds), o), b(as_dataset(ds), o);
   EXPECT_EQ(a.batches_per_epoch(), 7);
   EXPECT_TRUE(torch::equal(a.indices(3), b.indices(3)));
   EXPECT_FALSE(torch::equal(a.indices(3), a.indices(4)));
@@ -146,7 +184,7 @@ TEST(DataLoader, ResumeMidEpochContinuesTheSameOrder) {
   ds.images = torch::arange(64, torch::kUInt8).view({64, 1, 1, 1});
   LoaderOptions o;
   o.batch_size = 8;
-  DataLoader full(ds, o), resumed(ds, o);
+  DataLoader full(as_dataset(ds), o), resumed(as_dataset(ds), o);
   full.start_epoch(2);
   resumed.start_epoch(2, 5);
   std::vector<torch::Tensor> a, b;
@@ -165,7 +203,7 @@ TEST(DataLoader, RanksGetDisjointPaddedShards) {
   std::vector<int64_t> all;
   for (int r = 0; r < 3; ++r) {
     o.rank = r;
-    DataLoader l(ds, o);
+    DataLoader l(as_dataset(ds), o);
     EXPECT_EQ(l.samples_per_rank(), 4);
     auto idx = l.indices(0);
     all.insert(all.end(), idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());

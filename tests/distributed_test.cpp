@@ -17,7 +17,7 @@
 #include <torch/torch.h>
 
 #include "config/dist_env.hpp"
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "dist/distributed.hpp"
 #include "dist/shm_allreduce.hpp"
 #include "runtime/runtime.hpp"

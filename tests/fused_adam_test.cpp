@@ -352,7 +352,7 @@ std::vector<std::pair<double, double>> first_losses(const std::vector<std::strin
   o.insert(o.end(), overrides.begin(), overrides.end());
   const auto cfg = ExperimentConfig::load(gantry::test::kDemo, o);
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
-  Trainer(Experiment::build(cfg), dir).fit(data);
+  Trainer(Experiment::build(cfg, data), dir).fit();
   std::vector<std::pair<double, double>> out;
   const auto rows = gantry::test::lines_of(gantry::test::read_text(dir + "/metrics.csv"));
   for (size_t i = 1; i < rows.size(); ++i) {
@@ -418,7 +418,7 @@ TEST(AdamInBackward, GanRunIsBitIdentical) {
          "trainer.progress=none", "trainer.threads=1",
          std::string("trainer.step_in_backward=") + (in_backward ? "true" : "false")});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
-    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+    Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
     for (const auto& row : gantry::test::lines_of(gantry::test::read_text(dir / "metrics.csv"))) {
       const auto f = gantry::test::split(row, ',');
       rows[in_backward].push_back(f[0] + "," + f[3] + "," + f[4]);  // all but the wall time

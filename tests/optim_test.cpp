@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "data/idx_dataset.hpp"
 #include "support.hpp"
 #include "train/lr_schedule.hpp"
@@ -33,7 +33,8 @@ std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> one_run(const 
   for (const auto& p : modules[0].module->parameters()) before.push_back(p.detach().clone());
   TempDir dir;
   static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
-  Trainer(std::move(exp), dir.path().string()).fit(data);
+  exp.use_images(data);
+  Trainer(std::move(exp), dir.path().string()).fit();
   for (const auto& p : modules[0].module->parameters()) after.push_back(p.detach().clone());
   return {before, after};
 }
@@ -52,11 +53,11 @@ double update_max(const std::pair<std::vector<torch::Tensor>, std::vector<torch:
 
 std::string config_error(const std::vector<std::string>& overrides) {
   try {
-    Experiment exp = Experiment::build(tiny_config(overrides));
+    static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+    Experiment exp = Experiment::build(tiny_config(overrides), data);
     TempDir dir;
     Trainer trainer(std::move(exp), dir.path().string());
-    static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
-    trainer.fit(data);  // some are known only with the data (the run's length)
+    trainer.fit();  // some are known only with the data (the run's length)
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -68,7 +69,7 @@ std::string config_error(const std::vector<std::string>& overrides) {
 TEST(LrSchedule, WarmupStepCosineAndLinearFollowTheirFormulas) {
   OptimizerOptions o;
   o.warmup = 4;
-  o.scheduler = "step";
+  o.scheduler = SchedulerKind::kStep;
   o.step_size = 10;
   o.gamma = 0.5;
   const LrSchedule step(o, {0.2}, -1, "x");
@@ -77,7 +78,7 @@ TEST(LrSchedule, WarmupStepCosineAndLinearFollowTheirFormulas) {
   EXPECT_DOUBLE_EQ(step.lr(0, 13), 0.2);  // 9 intervals after warm-up
   EXPECT_DOUBLE_EQ(step.lr(0, 14), 0.1);
   EXPECT_DOUBLE_EQ(step.lr(0, 34), 0.025);
-  o.scheduler = "cosine";
+  o.scheduler = SchedulerKind::kCosine;
   o.min_lr = 0.01;
   const LrSchedule cosine(o, {0.2, 0.4}, 104, "x");
   EXPECT_DOUBLE_EQ(cosine.lr(0, 4), 0.2);
@@ -85,11 +86,11 @@ TEST(LrSchedule, WarmupStepCosineAndLinearFollowTheirFormulas) {
   EXPECT_NEAR(cosine.lr(1, 54), (0.4 + 0.01) / 2, 1e-15);  // each group from its own base
   EXPECT_DOUBLE_EQ(cosine.lr(0, 104), 0.01);
   EXPECT_DOUBLE_EQ(cosine.lr(0, 500), 0.01);  // past the end: min_lr
-  o.scheduler = "linear";
+  o.scheduler = SchedulerKind::kLinear;
   const LrSchedule linear(o, {0.2}, 104, "x");
   EXPECT_NEAR(linear.lr(0, 29), 0.2 - 0.19 * 0.25, 1e-15);
   // A length-bound schedule without a length is one error naming where.
-  o.scheduler = "cosine";
+  o.scheduler = SchedulerKind::kCosine;
   try {
     LrSchedule(o, {0.1}, -1, "exp.yaml:7: optimizers.g");
     FAIL();
@@ -144,14 +145,15 @@ TEST(Optim, AScheduledLrIsLoggedAndResumesBitIdentically) {
                                   "optimizers.d.step_size=4", "optimizers.d.gamma=0.5",
                                   "optimizers.d.gradient_clip_val=0.5"};
     o.insert(o.end(), extra.begin(), extra.end());
-    return Experiment::build(ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"), o));
+    return Experiment::build(ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"), o),
+                             data);
   };
   // Both runs are 10 steps long (a cosine's shape depends on the length): the
   // second resumes from the first's step-5 checkpoint, as after a preemption.
   const FitResult a =
-      Trainer(gan({"trainer.max_steps=10", "checkpoint.every_n_steps=5"}), straight.path().string()).fit(data);
+      Trainer(gan({"trainer.max_steps=10", "checkpoint.every_n_steps=5"}), straight.path().string()).fit();
   const std::string at5 = (straight.path() / "checkpoints/step_0000005.ckpt").string();
-  const FitResult c = Trainer(gan({"trainer.max_steps=10", "trainer.resume=" + at5}), second.path().string()).fit(data);
+  const FitResult c = Trainer(gan({"trainer.max_steps=10", "trainer.resume=" + at5}), second.path().string()).fit();
   ASSERT_EQ(c.steps_run, 5);
   EXPECT_TRUE(gantry::test::state_dict_of(at5).size() > 0);
   gantry::test::expect_same_weights(a.last_checkpoint, c.last_checkpoint);
@@ -189,7 +191,7 @@ TEST(Optim, APluginsOwnScheduleSetsTheLrResumesAndTheConfigReplacesIt) {
   TempDir straight, resumed, replaced;
   const std::vector<std::string> own = {"system.lr_halve_every=10", "trainer.max_steps=30",
                                         "checkpoint.every_n_steps=15"};
-  const FitResult a = Trainer(Experiment::build(tiny_config(own)), straight.path().string()).fit(data);
+  const FitResult a = Trainer(Experiment::build(tiny_config(own), data), straight.path().string()).fit();
   // Each row holds the lr of its last batch: t = 9, 19, 29.
   const auto lrs = column_of(straight / "metrics.csv", "lr-sgd");
   ASSERT_EQ(lrs.size(), 3u);
@@ -199,13 +201,13 @@ TEST(Optim, APluginsOwnScheduleSetsTheLrResumesAndTheConfigReplacesIt) {
   // Resumed at batch 15 (mid-way through the second halving): the same weights at 30.
   auto o = own;
   o.push_back("trainer.resume=" + straight / "checkpoints/step_0000015.ckpt");
-  const FitResult b = Trainer(Experiment::build(tiny_config(o)), resumed.path().string()).fit(data);
+  const FitResult b = Trainer(Experiment::build(tiny_config(o), data), resumed.path().string()).fit();
   EXPECT_EQ(b.steps_run, 15);
   gantry::test::expect_same_weights(a.last_checkpoint, b.last_checkpoint);
   // optimizers.sgd.scheduler in the config replaces the plugin's (step decay x0.1 every 20).
   o = own;
   o.insert(o.end(), {"optimizers.sgd.scheduler=step", "optimizers.sgd.step_size=20"});
-  Trainer(Experiment::build(tiny_config(o)), replaced.path().string()).fit(data);
+  Trainer(Experiment::build(tiny_config(o), data), replaced.path().string()).fit();
   const auto replaced_lrs = column_of(replaced / "metrics.csv", "lr-sgd");
   ASSERT_EQ(replaced_lrs.size(), 3u);
   EXPECT_NEAR(replaced_lrs[1], 0.1, 1e-12);
@@ -217,9 +219,10 @@ TEST(Optim, APluginScheduleOfAnUnknownOptimizerIsOneLineNamingIt) {
   TempDir dir;
   try {
     Trainer(Experiment::build(tiny_config({"system.lr_halve_every=10", "system.lr_schedule_of=adam",
-                                           "trainer.max_steps=2"})),
+                                           "trainer.max_steps=2"}),
+                              data),
             dir.path().string())
-        .fit(data);
+        .fit();
     FAIL() << "trained with a schedule for an optimizer that does not exist";
   } catch (const PluginError& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -248,7 +251,8 @@ TEST(Ema, TheShadowFollowsItsFormulaResumesExactlyAndDrawsTheSamples) {
   const auto module = exp.system->modules()[0].module;
   const torch::Tensor w0 = module->named_parameters()["weight"].detach().clone();
   static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
-  Trainer(std::move(exp), dir.path().string()).fit(data);
+  exp.use_images(data);
+  Trainer(std::move(exp), dir.path().string()).fit();
   auto ckpt = [&](const TempDir& d, int step) {
     char name[64];
     std::snprintf(name, sizeof name, "checkpoints/step_%07d.ckpt", step);
@@ -266,7 +270,7 @@ TEST(Ema, TheShadowFollowsItsFormulaResumesExactlyAndDrawsTheSamples) {
   // Resumed from step 2: the same shadow at step 4, bit for bit.
   std::vector<std::string> r = o;
   r.push_back("trainer.resume=" + ckpt(dir, 2));
-  Trainer(Experiment::build(tiny_config(r)), resumed.path().string()).fit(data);
+  Trainer(Experiment::build(tiny_config(r), data), resumed.path().string()).fit();
   EXPECT_TRUE(torch::equal(trainer_state_of(ckpt(resumed, 4)).at("ema.model.weight").toTensor(),
                            trainer_state_of(ckpt(dir, 4)).at("ema.model.weight").toTensor()));
   // gantry sample uses the EMA weights: its outputs are the EMA linear map of its inputs.

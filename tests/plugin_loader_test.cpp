@@ -1,7 +1,7 @@
 // The loader against real plugins built by this tree: a good one and one for
 // each way a plugin can be wrong. Each wrong one is one clear PluginError.
 #include "config/config.hpp"
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "plugin/elf_manifest.hpp"
 #include "plugin/plugin_loader.hpp"
 #include "plugin/plugin_system.hpp"
@@ -319,6 +319,48 @@ TEST(PluginSystem, A10PluginGetsTheDefaultsOfTheHooksItLacks) {
 // A plugin thread still running when the run ends: the library stays mapped
 // (it segfaulted in _dl_close_worker after "finished", losing the done lines,
 // and the launcher reported signal 11).
+// One data path: a plugin's own Dataset and the runner's images both become
+// Experiment::train_data; a system with its own data takes no images, a fit
+// with neither says so, and images of another shape are refused in one line.
+TEST(PluginSystem, OwnDataAndImagesAreOneKindOfData) {
+  gantry::test::TempDir dir;
+  ImageDataset images;
+  images.images = torch::zeros({8, 1, 2, 2}, torch::kUInt8);
+  images.images_file = "/data/eight-idx3-ubyte";
+  Experiment own = Experiment::build(ExperimentConfig::load(kTinyConfig, throws_in("nothing")));
+  ASSERT_TRUE(own.own_data);
+  EXPECT_EQ(own.data_name, "plugin throws's train_dataset()");
+  try {
+    own.use_images(images);
+    ADD_FAILURE() << "a system with its own data took images";
+  } catch (const PluginError& e) {
+    EXPECT_NE(std::string(e.what()).find("plugin throws brings its own data"), std::string::npos) << e.what();
+  }
+  const std::vector<std::string> tiny_options = {"system.plugin=" + plugin_path("tiny"), "trainer.progress=none"};
+  Experiment tiny = Experiment::build(ExperimentConfig::load(kTinyConfig, tiny_options));
+  ASSERT_FALSE(tiny.own_data);
+  try {
+    Trainer(Experiment::build(ExperimentConfig::load(kTinyConfig, tiny_options)), dir.path().string()).fit();
+    ADD_FAILURE() << "a fit without data ran";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no train_dataset() and no images were given"), std::string::npos)
+        << e.what();
+  }
+  Experiment gan = Experiment::build(
+      ExperimentConfig::load(gantry::test::kDemo, {"system.plugin=" + gantry::test::gan_plugin_path()}));
+  try {
+    gan.use_images(images);
+    ADD_FAILURE() << "images of another shape were taken";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/data/eight-idx3-ubyte: samples are [1, 2, 2], plugin gan expects [1, 28, 28]"),
+              std::string::npos)
+        << e.what();
+  }
+  tiny.use_images(images);  // tiny's DataSpec has no shape: any image is a sample
+  EXPECT_EQ(tiny.data_name, "/data/eight-idx3-ubyte");
+  EXPECT_EQ(tiny.train_data->size(), 8);
+}
+
 TEST(PluginSystem, APluginThreadRunningAtExitDoesNotCrashTheEnd) {
   gantry::test::TempDir dir;
   const auto r = gantry::test::run_gantry("train '" + kTinyConfig + "' system.plugin=" + plugin_path("throws") +

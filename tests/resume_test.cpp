@@ -12,7 +12,7 @@
 #include <torch/torch.h>
 
 #include "train/checkpoint.hpp"
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "support.hpp"
 #include "train/trainer.hpp"
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 /// First line of a *_CUDA test: skipped where no CUDA device is present.
 #define GANTRY_REQUIRE_CUDA()                                                    \

@@ -9,7 +9,7 @@
 #include <thread>
 #include <sys/wait.h>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "io/png.hpp"
 #include "runtime/runtime.hpp"
 #include "support.hpp"
@@ -72,7 +72,7 @@ TEST(Training, GanLearnsOnFashionMnistIn200Steps) {
        "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=200", "trainer.progress=none",
        "checkpoint.every_n_steps=0"});
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
-  const FitResult r = Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+  const FitResult r = Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
   EXPECT_EQ(r.state.global_step, 200);
 
   // Losses: finite, 20 rows, and they move.
@@ -125,7 +125,7 @@ TEST(Training, NanLossStopsTheRunNamingStepAndMetric) {
        "trainer.progress=none", "trainer.image_every_n_steps=0"});
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
   try {
-    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+    Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
     FAIL() << "expected a TrainingError";
   } catch (const TrainingError& e) {
     const std::string msg = e.what();
@@ -146,7 +146,7 @@ std::vector<std::vector<double>> rows_of_run(const TempDir& dir, const std::stri
        "trainer.log_every_n_steps=1", "trainer.image_every_n_steps=0", "trainer.progress=none",
        "trainer.precision=" + precision});
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
-  Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+  Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
   std::vector<std::string> header;
   return read_rows(gantry::test::read_text(dir / "metrics.csv"), header);
 }
@@ -197,7 +197,7 @@ std::string nan_message(const std::string& read_metrics) {
        "trainer.read_metrics=" + read_metrics});
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
   try {
-    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+    Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
   } catch (const TrainingError& e) {
     return e.what();
   }
@@ -219,7 +219,7 @@ TEST(Training, ReadingMetricsOnlyOnLogStepsGivesTheSameRowsAndTheSameNanStep) {
          "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0", "trainer.progress=none",
          "trainer.threads=1", "trainer.read_metrics=" + mode});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
-    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+    Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
     rows[mode] = gantry::test::rows_without_wall_time(gantry::test::read_text(dir / "metrics.csv"));
   }
   EXPECT_EQ(gantry::test::lines_of(rows["on_log"]).size(), 6u) << rows["on_log"];  // header, 10..40, 45
@@ -241,7 +241,7 @@ TEST(Training, CudaGraphsOnTheCpuSayWhyAndRunEagerly) {
                               "trainer.progress=none", "trainer.threads=1", "trainer.cuda_graphs=" + graphs});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
     testing::internal::CaptureStdout();
-    Trainer(Experiment::build(cfg), dir.path().string()).fit(data);
+    Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
     const std::string out = testing::internal::GetCapturedStdout();
     const bool said = out.find("cuda graphs: off (trainer.cuda_graphs is for trainer.accelerator=cuda; this run is "
                                "on the CPU); the step runs eagerly") != std::string::npos;

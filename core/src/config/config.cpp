@@ -17,31 +17,43 @@
 #include <regex>
 #include <sstream>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 namespace gantry {
 
 // ---- 1. schema --------------------------------------------------------------
+// Expanded from the key lists in config.hpp (GANTRY_KEYS_*): each key's
+// type, conversion, check, expected text and doc come from its one line there.
 
 namespace {
 
-struct Field {
-  std::string key;
-  const char* type;  // for messages: "an integer", "a number", ...
-  std::function<void(ExperimentConfig&, const YAML::Node&)> set;
-  std::function<YAML::Node(const ExperimentConfig&)> get;
-};
-
-template <class T>
-const char* type_name();
-template <>
-const char* type_name<int64_t>() { return "an integer"; }
-template <>
-const char* type_name<double>() { return "a finite number"; }
-template <>
-const char* type_name<bool>() { return "true or false"; }
-template <>
-const char* type_name<std::string>() { return "a string (quote yes/no/on/off to mean the text)"; }
+// The checks the key lists name.
+bool valid_run_name(const std::string& v) {
+  return !v.empty() && v.size() <= 200 && v.find('/') == std::string::npos && v != "." && v != "..";
+}
+bool valid_max_time(const std::string& v) {
+  TrainerOptions t;
+  t.max_time = v;
+  try {
+    (void)t.max_time_seconds();
+    return true;
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+}
+bool valid_ip_address(const std::string& host) {
+  unsigned char buf[sizeof(in6_addr)];
+  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+bool valid_slurm_time(const std::string& v) {
+  return std::regex_match(v, std::regex(R"(([0-9]+-)?[0-9]+(:[0-9]+){0,2}|UNLIMITED|unlimited|infinite)"));
+}
+bool valid_slurm_mem(const std::string& v) { return std::regex_match(v, std::regex(R"(([0-9]+[KMGT]?)?)")); }
+bool valid_slurm_signal(const std::string& v) {
+  return std::regex_match(v, std::regex(R"((B:)?(SIG)?[A-Z0-9]+(@[0-9]+)?)"));
+}
+bool valid_slurm_partition(const std::string& v) { return std::regex_match(v, std::regex(R"([A-Za-z0-9_.,-]*)")); }
+bool valid_slurm_account(const std::string& v) { return std::regex_match(v, std::regex(R"([A-Za-z0-9_.-]*)")); }
 
 // A plain (unquoted) scalar that YAML 1.1 reads as a boolean: `host: Off`
 // is a string to yaml-cpp but almost surely not what the user meant.
@@ -50,127 +62,151 @@ bool plain_boolean(const YAML::Node& n) {
   return n.Tag() == "?" && YAML::convert<bool>::decode(n, b);
 }
 
-template <class T>
-T convert_option(const YAML::Node& n) {
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (plain_boolean(n)) throw YAML::TypedBadConversion<std::string>(n.Mark());
-  }
-  T v = n.as<T>();
-  if constexpr (std::is_same_v<T, double>) {
+// How a value of type T is read, written and named in messages.
+template <class T, class = void>
+struct OptionType;
+template <>
+struct OptionType<int64_t> {
+  static std::string name() { return "an integer"; }
+  static std::string brief() { return "integer"; }
+  static int64_t read(const YAML::Node& n) { return n.as<int64_t>(); }
+  static YAML::Node write(int64_t v) { return YAML::Node(v); }
+};
+template <>
+struct OptionType<double> {
+  static std::string name() { return "a finite number"; }
+  static std::string brief() { return "number"; }
+  static double read(const YAML::Node& n) {
+    const double v = n.as<double>();
     if (!std::isfinite(v)) throw YAML::TypedBadConversion<double>(n.Mark());
+    return v;
   }
-  return v;
+  static YAML::Node write(double v) { return YAML::Node(v); }
+};
+template <>
+struct OptionType<bool> {
+  static std::string name() { return "true or false"; }
+  static std::string brief() { return "true/false"; }
+  static bool read(const YAML::Node& n) { return n.as<bool>(); }
+  static YAML::Node write(bool v) { return YAML::Node(v); }
+};
+template <>
+struct OptionType<std::string> {
+  static std::string name() { return "a string (quote yes/no/on/off to mean the text)"; }
+  static std::string brief() { return "text"; }
+  static std::string read(const YAML::Node& n) {
+    if (plain_boolean(n)) throw YAML::TypedBadConversion<std::string>(n.Mark());
+    return n.as<std::string>();
+  }
+  static YAML::Node write(const std::string& v) { return YAML::Node(v); }
+};
+template <class E>
+struct OptionType<E, std::enable_if_t<std::is_enum_v<E>>> {  // a choice: one of its names
+  static std::string name() {
+    std::string s = "one of ";
+    for (size_t i = 0; i < ChoiceNames<E>::names.size(); ++i) s += (i ? ", " : "") + std::string(ChoiceNames<E>::names[i]);
+    return s + ChoiceNames<E>::note;
+  }
+  static std::string brief() {
+    std::string s;
+    for (size_t i = 0; i < ChoiceNames<E>::names.size(); ++i)
+      s += (i ? ", `" : "`") + std::string(ChoiceNames<E>::names[i]) + "`";
+    return s;
+  }
+  static E read(const YAML::Node& n) {
+    const std::string text = n.as<std::string>();
+    for (size_t i = 0; i < ChoiceNames<E>::names.size(); ++i)
+      if (text == ChoiceNames<E>::names[i]) return static_cast<E>(i);
+    throw YAML::BadConversion(n.Mark());
+  }
+  static YAML::Node write(E v) { return YAML::Node(std::string(choice_name(v))); }
+};
+
+// One key of a section type S (ExperimentConfig's sections, or OptimizerOptions).
+template <class S>
+struct Field {
+  std::string key;   // within its section ("max_steps"); the full key adds the section
+  std::string type;  // for messages: "an integer", "one of cpu, cuda, auto", ...
+  std::string brief;  // for the keys table: "integer", "`cpu`, `cuda`, `auto`"
+  std::function<void(S&, const YAML::Node&)> set;
+  std::function<YAML::Node(const S&)> get;
+  std::function<bool(const S&)> check;  // the key's own check
+  std::string expected;                  // what the check says it must be
+  std::string doc;
+};
+
+template <class S, class T, class Check>
+Field<S> make_field(const char* key, T S::*member, Check check, const char* expected, const char* doc) {
+  return Field<S>{key,
+                  OptionType<T>::name(),
+                  OptionType<T>::brief(),
+                  [member](S& s, const YAML::Node& n) { s.*member = OptionType<T>::read(n); },
+                  [member](const S& s) { return OptionType<T>::write(s.*member); },
+                  [member, check](const S& s) { return check(s.*member); },
+                  expected,
+                  doc};
 }
 
-template <class T, class Section>
-Field option_field(std::string key, Section ExperimentConfig::*section, T Section::*member) {
-  return Field{std::move(key), type_name<T>(),
-               [section, member](ExperimentConfig& c, const YAML::Node& n) {
-                 (c.*section).*member = convert_option<T>(n);
-               },
-               [section, member](const ExperimentConfig& c) {
-                 return YAML::Node((c.*section).*member);
-               }};
+// A key of the experiment: its section's field, reached through ExperimentConfig.
+struct ConfigField {
+  std::string key;  // full: "trainer.max_steps"
+  std::string type, brief;
+  std::function<void(ExperimentConfig&, const YAML::Node&)> set;
+  std::function<YAML::Node(const ExperimentConfig&)> get;
+  std::function<bool(const ExperimentConfig&)> check;
+  std::string expected, doc;
+};
+
+template <class S>
+void add_section(std::vector<ConfigField>& out, const std::string& section, S ExperimentConfig::*member,
+                 const std::vector<Field<S>>& fields) {
+  for (const Field<S>& f : fields)
+    out.push_back(ConfigField{
+        section + "." + f.key, f.type, f.brief, [member, set = f.set](ExperimentConfig& c, const YAML::Node& n) { set(c.*member, n); },
+        [member, get = f.get](const ExperimentConfig& c) { return get(c.*member); },
+        [member, check = f.check](const ExperimentConfig& c) { return check(c.*member); }, f.expected, f.doc});
 }
 
-const std::vector<Field>& schema() {
-  static const std::vector<Field> fields = [] {
+#define GANTRY_SECTION_FIELD(S, type, member, key, def, check, expected, doc) \
+  make_field<S, type>(#key, &S::member, [](const type& v) { return static_cast<bool>(check); }, expected, doc),
+#define GANTRY_DATA_FIELD(...) GANTRY_SECTION_FIELD(DataOptions, __VA_ARGS__)
+#define GANTRY_TRAINER_FIELD(...) GANTRY_SECTION_FIELD(TrainerOptions, __VA_ARGS__)
+#define GANTRY_EMA_FIELD(...) GANTRY_SECTION_FIELD(EmaOptions, __VA_ARGS__)
+#define GANTRY_METRICS_FIELD(...) GANTRY_SECTION_FIELD(MetricsOptions, __VA_ARGS__)
+#define GANTRY_CHECKPOINT_FIELD(...) GANTRY_SECTION_FIELD(CheckpointOptions, __VA_ARGS__)
+#define GANTRY_MONITOR_FIELD(...) GANTRY_SECTION_FIELD(MonitorOptions, __VA_ARGS__)
+#define GANTRY_SLURM_FIELD(...) GANTRY_SECTION_FIELD(SlurmOptions, __VA_ARGS__)
+#define GANTRY_SYSTEM_FIELD(...) GANTRY_SECTION_FIELD(SystemOptions, __VA_ARGS__)
+#define GANTRY_OPTIMIZER_FIELD(...) GANTRY_SECTION_FIELD(OptimizerOptions, __VA_ARGS__)
+#define GANTRY_TOP_FIELD(type, member, key, def, check, expected, doc)                                     \
+  out.push_back(ConfigField{                                                                             \
+      #key, OptionType<type>::name(), OptionType<type>::brief(),                                         \
+      [](ExperimentConfig& c, const YAML::Node& n) { c.member = OptionType<type>::read(n); },            \
+      [](const ExperimentConfig& c) { return OptionType<type>::write(c.member); },                       \
+      [](const ExperimentConfig& c) { const type& v = c.member; return static_cast<bool>(check); }, expected, doc});
+
+const std::vector<ConfigField>& schema() {
+  static const std::vector<ConfigField> fields = [] {
     using E = ExperimentConfig;
-    std::vector<Field> f;
-    f.push_back(Field{"name", "a string",
-                      [](E& c, const YAML::Node& n) { c.name = convert_option<std::string>(n); },
-                      [](const E& c) { return YAML::Node(c.name); }});
-    f.push_back(option_field("system.plugin", &E::system, &SystemOptions::plugin));
-    f.push_back(option_field("data.format", &E::data, &DataOptions::format));
-    f.push_back(option_field("data.path", &E::data, &DataOptions::path));
-    f.push_back(option_field("data.train_prefix", &E::data, &DataOptions::train_prefix));
-    f.push_back(option_field("data.val_prefix", &E::data, &DataOptions::val_prefix));
-    f.push_back(option_field("data.batch_size", &E::data, &DataOptions::batch_size));
-    f.push_back(option_field("data.shuffle", &E::data, &DataOptions::shuffle));
-    f.push_back(option_field("data.drop_last", &E::data, &DataOptions::drop_last));
-    f.push_back(option_field("data.prefetch", &E::data, &DataOptions::prefetch));
-    f.push_back(option_field("trainer.max_epochs", &E::trainer, &TrainerOptions::max_epochs));
-    f.push_back(option_field("trainer.max_steps", &E::trainer, &TrainerOptions::max_steps));
-    f.push_back(option_field("trainer.max_time", &E::trainer, &TrainerOptions::max_time));
-    f.push_back(option_field("trainer.seed", &E::trainer, &TrainerOptions::seed));
-    f.push_back(option_field("trainer.log_every_n_steps", &E::trainer, &TrainerOptions::log_every_n_steps));
-    f.push_back(
-        option_field("trainer.image_every_n_steps", &E::trainer, &TrainerOptions::image_every_n_steps));
-    f.push_back(
-        option_field("trainer.val_every_n_epochs", &E::trainer, &TrainerOptions::val_every_n_epochs));
-    f.push_back(option_field("trainer.accelerator", &E::trainer, &TrainerOptions::accelerator));
-    f.push_back(option_field("trainer.devices", &E::trainer, &TrainerOptions::devices));
-    f.push_back(option_field("trainer.num_nodes", &E::trainer, &TrainerOptions::num_nodes));
-    f.push_back(option_field("trainer.threads", &E::trainer, &TrainerOptions::threads));
-    f.push_back(option_field("trainer.out_dir", &E::trainer, &TrainerOptions::out_dir));
-    f.push_back(option_field("trainer.progress", &E::trainer, &TrainerOptions::progress));
-    f.push_back(option_field("trainer.resume", &E::trainer, &TrainerOptions::resume));
-    f.push_back(option_field("trainer.dist_timeout", &E::trainer, &TrainerOptions::dist_timeout));
-    f.push_back(option_field("trainer.grad_compression", &E::trainer, &TrainerOptions::grad_compression));
-    f.push_back(option_field("trainer.broadcast_buffers", &E::trainer, &TrainerOptions::broadcast_buffers));
-    f.push_back(option_field("trainer.fused_adam", &E::trainer, &TrainerOptions::fused_adam));
-    f.push_back(option_field("trainer.grad_transport", &E::trainer, &TrainerOptions::grad_transport));
-    f.push_back(option_field("trainer.step_in_backward", &E::trainer, &TrainerOptions::step_in_backward));
-    f.push_back(option_field("trainer.weight_layout", &E::trainer, &TrainerOptions::weight_layout));
-    f.push_back(option_field("trainer.huge_pages", &E::trainer, &TrainerOptions::huge_pages));
-    f.push_back(option_field("trainer.gradient_clip_val", &E::trainer, &TrainerOptions::gradient_clip_val));
-    f.push_back(
-        option_field("trainer.gradient_clip_algorithm", &E::trainer, &TrainerOptions::gradient_clip_algorithm));
-    f.push_back(option_field("trainer.precision", &E::trainer, &TrainerOptions::precision));
-    f.push_back(option_field("trainer.read_metrics", &E::trainer, &TrainerOptions::read_metrics));
-    f.push_back(option_field("trainer.cuda_graphs", &E::trainer, &TrainerOptions::cuda_graphs));
-    f.push_back(option_field("ema.decay", &E::ema, &EmaOptions::decay));
-    f.push_back(option_field("ema.modules", &E::ema, &EmaOptions::modules));
-    f.push_back(option_field("metrics.quality_every_n_steps", &E::metrics, &MetricsOptions::quality_every_n_steps));
-    f.push_back(option_field("metrics.quality_classifier", &E::metrics, &MetricsOptions::quality_classifier));
-    f.push_back(option_field("metrics.quality_samples", &E::metrics, &MetricsOptions::quality_samples));
-    f.push_back(option_field("metrics.quality_batch_size", &E::metrics, &MetricsOptions::quality_batch_size));
-    f.push_back(option_field("metrics.quality_seed", &E::metrics, &MetricsOptions::quality_seed));
-    f.push_back(option_field("checkpoint.every_n_steps", &E::checkpoint, &CheckpointOptions::every_n_steps));
-    f.push_back(option_field("checkpoint.keep_last", &E::checkpoint, &CheckpointOptions::keep_last));
-    f.push_back(option_field("monitor.enabled", &E::monitor, &MonitorOptions::enabled));
-    f.push_back(option_field("monitor.host", &E::monitor, &MonitorOptions::host));
-    f.push_back(option_field("monitor.port", &E::monitor, &MonitorOptions::port));
-    f.push_back(option_field("monitor.token", &E::monitor, &MonitorOptions::token));
-    f.push_back(option_field("slurm.partition", &E::slurm, &SlurmOptions::partition));
-    f.push_back(option_field("slurm.time", &E::slurm, &SlurmOptions::time));
-    f.push_back(option_field("slurm.mem", &E::slurm, &SlurmOptions::mem));
-    f.push_back(option_field("slurm.cpus_per_task", &E::slurm, &SlurmOptions::cpus_per_task));
-    f.push_back(option_field("slurm.account", &E::slurm, &SlurmOptions::account));
-    f.push_back(option_field("slurm.signal", &E::slurm, &SlurmOptions::signal));
-    f.push_back(option_field("slurm.template", &E::slurm, &SlurmOptions::template_path));
-    f.push_back(option_field("slurm.array_parallel", &E::slurm, &SlurmOptions::array_parallel));
-    return f;
+    std::vector<ConfigField> out;
+    GANTRY_KEYS_TOP(GANTRY_TOP_FIELD)
+    add_section<SystemOptions>(out, "system", &E::system, {GANTRY_KEYS_SYSTEM(GANTRY_SYSTEM_FIELD)});
+    add_section<DataOptions>(out, "data", &E::data, {GANTRY_KEYS_DATA(GANTRY_DATA_FIELD)});
+    add_section<TrainerOptions>(out, "trainer", &E::trainer, {GANTRY_KEYS_TRAINER(GANTRY_TRAINER_FIELD)});
+    add_section<EmaOptions>(out, "ema", &E::ema, {GANTRY_KEYS_EMA(GANTRY_EMA_FIELD)});
+    add_section<MetricsOptions>(out, "metrics", &E::metrics, {GANTRY_KEYS_METRICS(GANTRY_METRICS_FIELD)});
+    add_section<CheckpointOptions>(out, "checkpoint", &E::checkpoint, {GANTRY_KEYS_CHECKPOINT(GANTRY_CHECKPOINT_FIELD)});
+    add_section<MonitorOptions>(out, "monitor", &E::monitor, {GANTRY_KEYS_MONITOR(GANTRY_MONITOR_FIELD)});
+    add_section<SlurmOptions>(out, "slurm", &E::slurm, {GANTRY_KEYS_SLURM(GANTRY_SLURM_FIELD)});
+    return out;
   }();
   return fields;
 }
 
 // `optimizers.<name>.<key>`: one field per key of OptimizerOptions.
-struct OptimizerField {
-  std::string key;
-  std::string type;
-  std::function<void(OptimizerOptions&, const YAML::Node&)> set;
-  std::function<YAML::Node(const OptimizerOptions&)> get;
-};
-
-template <class T>
-OptimizerField optimizer_field(std::string key, T OptimizerOptions::*member) {
-  return OptimizerField{std::move(key), type_name<T>(),
-                        [member](OptimizerOptions& o, const YAML::Node& n) { o.*member = convert_option<T>(n); },
-                        [member](const OptimizerOptions& o) { return YAML::Node(o.*member); }};
-}
-
+using OptimizerField = Field<OptimizerOptions>;
 const std::vector<OptimizerField>& optimizer_schema() {
-  static const std::vector<OptimizerField> fields = {
-      optimizer_field("gradient_clip_val", &OptimizerOptions::gradient_clip_val),
-      optimizer_field("gradient_clip_algorithm", &OptimizerOptions::gradient_clip_algorithm),
-      optimizer_field("scheduler", &OptimizerOptions::scheduler),
-      optimizer_field("interval", &OptimizerOptions::interval),
-      optimizer_field("warmup", &OptimizerOptions::warmup),
-      optimizer_field("step_size", &OptimizerOptions::step_size),
-      optimizer_field("gamma", &OptimizerOptions::gamma),
-      optimizer_field("min_lr", &OptimizerOptions::min_lr),
-  };
+  static const std::vector<OptimizerField> fields = {GANTRY_KEYS_OPTIMIZER(GANTRY_OPTIMIZER_FIELD)};
   return fields;
 }
 
@@ -233,10 +269,6 @@ void apply_override(YAML::Node root, const std::string& text, ExperimentConfig& 
 
 // ---- 3. load / parse --------------------------------------------------------
 
-bool is_ip_address(const std::string& host) {
-  unsigned char buf[sizeof(in6_addr)];
-  return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
-}
 
 std::string file_line(const std::string& source, const YAML::Node& n) {
   const auto m = n.Mark();
@@ -355,7 +387,7 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
 
   std::vector<std::pair<std::string, YAML::Node>> leaves;
   flatten(tree, "", leaves);
-  std::map<std::string, const Field*> by_key;
+  std::map<std::string, const ConfigField*> by_key;
   for (const auto& f : schema()) by_key[f.key] = &f;
   cfg.system_params = YAML::Node(YAML::NodeType::Map);
   for (const auto& [key, node] : leaves) {
@@ -390,106 +422,33 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
     cfg.trainer.max_epochs = -1;
 
   // The split names each data.format uses unless told otherwise.
-  if (cfg.data.format == "cifar10") {
+  if (cfg.data.format == DataFormat::kCifar10) {
     if (!cfg.origins.count("data.train_prefix")) cfg.data.train_prefix = "data_batch";
     if (!cfg.origins.count("data.val_prefix")) cfg.data.val_prefix = "test_batch";
-  } else if (cfg.data.format == "image_folder") {
+  } else if (cfg.data.format == DataFormat::kImageFolder) {
     if (!cfg.origins.count("data.val_prefix")) cfg.data.val_prefix = "val";
   }
 
   // ---- 4. validate ----
-  auto check = [&](bool ok, const std::string& key, const std::string& what) {
-    if (!ok) {
-      const auto f = by_key.at(key);
-      throw ConfigError(cfg.where(key) + ": " + key + " must be " + what + ", got '" +
-                        scalar_text(f->get(cfg)) + "'");
-    }
+  // Each key's own check, as declared (config.hpp), in declaration order.
+  auto fail = [&](const std::string& key, const std::string& what, const std::string& got) {
+    throw ConfigError(cfg.where(key) + ": " + key + " must be " + what + ", got '" + got + "'");
   };
+  for (const ConfigField& f : schema())
+    if (!f.check(cfg)) fail(f.key, f.expected, scalar_text(f.get(cfg)));
+  for (const auto& [name, o] : cfg.optimizers)
+    for (const OptimizerField& f : optimizer_schema())
+      if (!f.check(o)) fail("optimizers." + name + "." + f.key, f.expected, scalar_text(f.get(o)));
+  // What one key alone cannot say.
   const auto& t = cfg.trainer;
-  check(!cfg.name.empty() && cfg.name.size() <= 200 && cfg.name.find('/') == std::string::npos &&
-            cfg.name != "." && cfg.name != "..",
-        "name", "a directory name: 1 to 200 bytes, no '/'");
-  check(!cfg.system.plugin.empty(), "system.plugin", "a plugin name or path");
-  check(cfg.data.format == "idx" || cfg.data.format == "image_folder" || cfg.data.format == "cifar10",
-        "data.format", "one of idx, image_folder, cifar10");
-  check(cfg.data.batch_size > 0, "data.batch_size", "> 0");
-  check(cfg.data.prefetch >= 1, "data.prefetch", ">= 1");
-  check(t.max_epochs == -1 || t.max_epochs > 0, "trainer.max_epochs", "> 0 or -1 (no limit)");
-  check(t.max_steps == -1 || t.max_steps > 0, "trainer.max_steps", "> 0 or -1 (no limit)");
-  check(t.log_every_n_steps > 0, "trainer.log_every_n_steps", "> 0");
-  check(t.image_every_n_steps >= 0, "trainer.image_every_n_steps", ">= 0");
-  check(t.val_every_n_epochs >= 0, "trainer.val_every_n_epochs", ">= 0");
-  check(t.accelerator == "cpu" || t.accelerator == "cuda" || t.accelerator == "auto",
-        "trainer.accelerator", "one of cpu, cuda, auto");
-  check(t.precision == "32" || t.precision == "32-true" || t.precision == "bf16-mixed", "trainer.precision",
-        "32 or bf16-mixed (16-mixed, fp16 with loss scaling, is not supported: bf16 needs no scaler)");
-  check(t.read_metrics == "auto" || t.read_metrics == "every_step" || t.read_metrics == "on_log",
-        "trainer.read_metrics", "one of auto, every_step, on_log");
-  check(t.devices > 0, "trainer.devices", "> 0");
-  check(t.num_nodes > 0, "trainer.num_nodes", "> 0");
-  check(t.threads >= 0, "trainer.threads", ">= 0 (0: the cores available)");
-  check(!t.out_dir.empty(), "trainer.out_dir", "a directory");
-  check(t.progress == "auto" || t.progress == "bar" || t.progress == "lines" || t.progress == "none",
-        "trainer.progress", "one of auto, bar, lines, none");
-  check(t.dist_timeout > 0, "trainer.dist_timeout", "> 0 seconds");
-  check(t.broadcast_buffers == "on_read" || t.broadcast_buffers == "every_step",
-        "trainer.broadcast_buffers", "one of on_read, every_step");
-  check(t.grad_transport == "auto" || t.grad_transport == "gloo" || t.grad_transport == "shm",
-        "trainer.grad_transport", "auto, gloo or shm");
-  check(t.weight_layout == "auto" || t.weight_layout == "as_built", "trainer.weight_layout", "auto or as_built");
-  check(!(t.grad_transport == "shm" && t.grad_compression == "fp16"), "trainer.grad_compression",
-        "none with trainer.grad_transport=shm (fp16 compression is a Gloo hook)");
-  check(t.grad_compression == "none" || t.grad_compression == "fp16", "trainer.grad_compression",
-        "one of none, fp16");
-  check(cfg.monitor.port >= 0 && cfg.monitor.port <= 65535, "monitor.port", "a TCP port, or 0 for a free one");
-  check(is_ip_address(cfg.monitor.host), "monitor.host",
-        "an IP address to listen on (127.0.0.1, 0.0.0.0 for every interface, ::1)");
-  check(cfg.slurm.cpus_per_task >= 0, "slurm.cpus_per_task", ">= 0");
-  check(std::regex_match(cfg.slurm.time, std::regex(R"(([0-9]+-)?[0-9]+(:[0-9]+){0,2}|UNLIMITED|unlimited|infinite)")),
-        "slurm.time", "a SLURM time limit: MM, HH:MM:SS, D-HH:MM:SS (e.g. 01:00:00)");
-  check(std::regex_match(cfg.slurm.mem, std::regex(R"(([0-9]+[KMGT]?)?)")), "slurm.mem",
-        "a SLURM memory size such as 32G or 4000M (empty: the default)");
-  check(cfg.slurm.array_parallel >= 0, "slurm.array_parallel", ">= 0 (0: no limit)");
-  check(std::regex_match(cfg.slurm.signal, std::regex(R"((B:)?(SIG)?[A-Z0-9]+(@[0-9]+)?)")), "slurm.signal",
-        "a SLURM --signal value such as USR1@90");
-  check(std::regex_match(cfg.slurm.partition, std::regex(R"([A-Za-z0-9_.,-]*)")), "slurm.partition",
-        "partition names (letters, digits, _ . - ,)");
-  check(std::regex_match(cfg.slurm.account, std::regex(R"([A-Za-z0-9_.-]*)")), "slurm.account",
-        "an account name (letters, digits, _ . -)");
-  check(t.gradient_clip_val >= 0, "trainer.gradient_clip_val", ">= 0 (0: no clipping)");
-  check(t.gradient_clip_algorithm == "norm" || t.gradient_clip_algorithm == "value", "trainer.gradient_clip_algorithm",
-        "norm or value");
-  for (const auto& [name, o] : cfg.optimizers) {
-    auto check_opt = [&](bool ok, const char* key, const std::string& what, const std::string& got) {
-      const std::string full = "optimizers." + name + "." + key;
-      if (!ok) throw ConfigError(cfg.where(full) + ": " + full + " must be " + what + ", got '" + got + "'");
-    };
-    check_opt(o.gradient_clip_val >= 0, "gradient_clip_val", ">= 0 (0: no clipping)", std::to_string(o.gradient_clip_val));
-    check_opt(o.gradient_clip_algorithm == "norm" || o.gradient_clip_algorithm == "value", "gradient_clip_algorithm",
-              "norm or value", o.gradient_clip_algorithm);
-    check_opt(o.scheduler == "none" || o.scheduler == "step" || o.scheduler == "cosine" || o.scheduler == "linear",
-              "scheduler", "one of none, step, cosine, linear", o.scheduler);
-    check_opt(o.interval == "step" || o.interval == "epoch", "interval", "step or epoch", o.interval);
-    check_opt(o.warmup >= 0, "warmup", ">= 0", std::to_string(o.warmup));
-    check_opt(o.step_size > 0, "step_size", "> 0", std::to_string(o.step_size));
-    check_opt(o.gamma > 0, "gamma", "> 0", std::to_string(o.gamma));
-    check_opt(o.min_lr >= 0, "min_lr", ">= 0", std::to_string(o.min_lr));
-  }
-  check(cfg.ema.decay >= 0 && cfg.ema.decay < 1, "ema.decay", "in [0, 1) (0: no EMA; typical: 0.999)");
+  if (t.grad_transport == GradTransport::kShm && t.grad_compression == GradCompression::kFp16)
+    fail("trainer.grad_compression", "none with trainer.grad_transport=shm (fp16 compression is a Gloo hook)", "fp16");
   const MetricsOptions& m = cfg.metrics;
-  check(m.quality_every_n_steps >= 0, "metrics.quality_every_n_steps", ">= 0 (0: no quality score)");
-  check(m.quality_every_n_steps == 0 || !m.quality_classifier.empty(), "metrics.quality_classifier",
-        "a classifier checkpoint or run directory when metrics.quality_every_n_steps > 0 (train one with "
-        "`gantry train configs/classifier_fashion_mnist.yaml`)");
-  check(m.quality_samples >= 2, "metrics.quality_samples", ">= 2 (typical: 10000)");
-  check(m.quality_batch_size > 0, "metrics.quality_batch_size", "> 0");
-  check(cfg.checkpoint.every_n_steps >= 0, "checkpoint.every_n_steps", ">= 0");
-  check(cfg.checkpoint.keep_last >= 0, "checkpoint.keep_last", ">= 0 (0: keep all)");
-  try {
-    (void)t.max_time_seconds();
-  } catch (const std::invalid_argument&) {
-    check(false, "trainer.max_time", "DD:HH:MM:SS, HH:MM:SS or a number of seconds");
-  }
+  if (m.quality_every_n_steps > 0 && m.quality_classifier.empty())
+    fail("metrics.quality_classifier",
+         "a classifier checkpoint or run directory when metrics.quality_every_n_steps > 0 (train one with "
+         "`gantry train configs/classifier_fashion_mnist.yaml`)",
+         "");
   if (t.max_epochs == -1 && t.max_steps == -1 && t.max_time.empty())
     throw ConfigError(cfg.where("trainer.max_epochs") +
                       ": the run would never end: set trainer.max_epochs, trainer.max_steps or "
@@ -595,6 +554,24 @@ std::string ExperimentConfig::to_yaml() const {
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";
+}
+
+std::vector<KeyDoc> config_keys() {
+  const ExperimentConfig defaults;
+  std::vector<KeyDoc> out;
+  for (const ConfigField& f : schema()) out.push_back({f.key, f.brief, scalar_text(f.get(defaults)), f.doc});
+  const OptimizerOptions optimizer_defaults;
+  for (const OptimizerField& f : optimizer_schema())
+    out.push_back({"optimizers.<name>." + f.key, f.brief, scalar_text(f.get(optimizer_defaults)), f.doc});
+  return out;
+}
+
+std::string config_keys_markdown() {
+  std::string md = "| key | value | default | meaning |\n|---|---|---|---|\n";
+  for (const KeyDoc& k : config_keys())
+    md += "| `" + k.key + "` | " + k.type + " | " + (k.default_text.empty() ? "(empty)" : "`" + k.default_text + "`") +
+          " | " + k.doc + " |\n";
+  return md;
 }
 
 std::string nearest_key(const std::string& word, const std::vector<std::string>& candidates) {

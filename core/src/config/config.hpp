@@ -4,6 +4,7 @@
 // (file:line or the command-line override) and what was expected.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,117 +19,280 @@
 
 namespace gantry {
 
+// ---- the keys ---------------------------------------------------------------
+// Each config key is declared once, below: its C++ type and member, its YAML
+// name, default, check and one-line meaning. The option structs, the schema
+// (parsing, "did you mean", config.yaml), the checks and `gantry keys` (the
+// README's table, which a test compares) all expand these lists.
+//
+//   X(type, member, key, default, check, expected, doc)
+//     check     an expression of the value `v` that must hold (true: any value;
+//               a choice's names are its check)
+//     expected  what the error says the value must be when the check fails
+//     doc       what the key means, one line of Markdown
+//
+// A choice is an enum with its names (ChoiceNames below): parsed once, here;
+// code compares enum values, so a misspelled choice does not compile.
+
+enum class DataFormat { kIdx, kImageFolder, kCifar10 };
+enum class AcceleratorKind { kCpu, kCuda, kAuto };
+enum class ProgressMode { kAuto, kBar, kLines, kNone };
+enum class BufferBroadcast { kOnRead, kEveryStep };
+enum class GradCompression { kNone, kFp16 };
+enum class GradTransport { kAuto, kGloo, kShm };
+enum class WeightLayout { kAuto, kAsBuilt };
+enum class ClipAlgorithm { kNorm, kValue };
+enum class ReadMetrics { kAuto, kEveryStep, kOnLog };
+enum class PrecisionMode { k32, k32True, kBf16Mixed };
+enum class SchedulerKind { kNone, kStep, kCosine, kLinear };
+enum class ScheduleInterval { kStep, kEpoch };
+
+/// A choice's names, in the order of its enum's values; `note` follows the
+/// list in the error line.
+template <class E>
+struct ChoiceNames;
+#define GANTRY_CHOICE(E, NOTE, ...)                         \
+  template <>                                               \
+  struct ChoiceNames<E> {                                   \
+    static constexpr std::array names{__VA_ARGS__};         \
+    static constexpr const char* note = NOTE;               \
+  };
+GANTRY_CHOICE(DataFormat, "", "idx", "image_folder", "cifar10")
+GANTRY_CHOICE(AcceleratorKind, "", "cpu", "cuda", "auto")
+GANTRY_CHOICE(ProgressMode, "", "auto", "bar", "lines", "none")
+GANTRY_CHOICE(BufferBroadcast, "", "on_read", "every_step")
+GANTRY_CHOICE(GradCompression, "", "none", "fp16")
+GANTRY_CHOICE(GradTransport, "", "auto", "gloo", "shm")
+GANTRY_CHOICE(WeightLayout, "", "auto", "as_built")
+GANTRY_CHOICE(ClipAlgorithm, "", "norm", "value")
+GANTRY_CHOICE(ReadMetrics, "", "auto", "every_step", "on_log")
+GANTRY_CHOICE(PrecisionMode, " (16-mixed, fp16 with loss scaling, is not supported: bf16 needs no scaler)", "32",
+              "32-true", "bf16-mixed")
+GANTRY_CHOICE(SchedulerKind, "", "none", "step", "cosine", "linear")
+GANTRY_CHOICE(ScheduleInterval, "", "step", "epoch")
+#undef GANTRY_CHOICE
+
+/// The name of a choice's value ("cifar10").
+template <class E>
+const char* choice_name(E value) {
+  return ChoiceNames<E>::names[static_cast<size_t>(value)];
+}
+
+#define GANTRY_KEYS_TOP(X)                                                                                    \
+  X(std::string, name, name, "experiment", valid_run_name(v), "a directory name: 1 to 200 bytes, no '/'",    \
+    "run directories go to `<out_dir>/<name>/`")
+
+#define GANTRY_KEYS_SYSTEM(X)                                                                                 \
+  X(std::string, plugin, plugin, "gan", !v.empty(), "a plugin name or path",                                 \
+    "plugin name (searched: `gantry plugins`) or path to a `.so`; every other `system.*` key is the "         \
+    "plugin's own, and a key it never reads is an error")
+
+#define GANTRY_KEYS_DATA(X)                                                                                   \
+  X(DataFormat, format, format, DataFormat::kIdx, true, "",                                                  \
+    "the runner's built-in data: `idx` (MNIST's IDX files), `image_folder` (PNG/JPEG/BMP/TGA/GIF files, "     \
+    "torchvision's ImageFolder layout: class subfolders are labels, sorted by name; every image converted "  \
+    "to the plugin's channels and resized to its height and width with stb), `cifar10` (CIFAR-10's binary "  \
+    "batches, `cifar-10-batches-bin`)")                                                                       \
+  X(std::string, path, path, "/usr/share/datasets/fashion-mnist", true, "",                                  \
+    "the folder holding the data (`cifar10`: the `cifar-10-batches-bin` folder or the one holding it)")      \
+  X(std::string, train_prefix, train_prefix, "train", true, "",                                              \
+    "the training split: `idx` `<prefix>-images-idx3-ubyte[.gz]` (+ labels); `image_folder` the subfolder "  \
+    "`<prefix>/` (without it, `data.path` itself); `cifar10` `<prefix>.bin` and `<prefix>_<n>.bin` "          \
+    "(default there: `data_batch`)")                                                                          \
+  X(std::string, val_prefix, val_prefix, "t10k", true, "",                                                   \
+    "the validation split, named the same way (defaults: `image_folder` `val`, `cifar10` `test_batch`)")     \
+  X(int64_t, batch_size, batch_size, 64, v > 0, "> 0", "samples per batch, per rank")                        \
+  X(bool, shuffle, shuffle, true, true, "", "reshuffle each epoch from `trainer.seed` + epoch")               \
+  X(bool, drop_last, drop_last, false, true, "", "drop each epoch's last incomplete batch")                   \
+  X(int64_t, prefetch, prefetch, 2, v >= 1, ">= 1", "batches prepared ahead on a worker thread")
+
+#define GANTRY_KEYS_TRAINER(X)                                                                                \
+  X(int64_t, max_epochs, max_epochs, 1, v == -1 || v > 0, "> 0 or -1 (no limit)",                            \
+    "-1: no limit; when not given while `max_steps` or `max_time` is: no limit (Lightning's rule)")          \
+  X(int64_t, max_steps, max_steps, -1, v == -1 || v > 0, "> 0 or -1 (no limit)",                             \
+    "batches (not optimizer steps); -1: no limit")                                                            \
+  X(std::string, max_time, max_time, "", valid_max_time(v), "DD:HH:MM:SS, HH:MM:SS or a number of seconds",  \
+    "`DD:HH:MM:SS`, `HH:MM:SS` or seconds; empty: no limit")                                                  \
+  X(int64_t, seed, seed, 42, true, "", "seeds model init, noise and the shuffle")                            \
+  X(int64_t, log_every_n_steps, log_every_n_steps, 50, v > 0, "> 0", "a `metrics.csv` row every n batches")  \
+  X(int64_t, image_every_n_steps, image_every_n_steps, 500, v >= 0, ">= 0",                                  \
+    "`log_samples` every n batches (and at start and end); 0: start and end only")                           \
+  X(int64_t, val_every_n_epochs, val_every_n_epochs, 0, v >= 0, ">= 0",                                      \
+    "run `validation_step` over the `val_prefix` split every n epochs; 0: never")                            \
+  X(AcceleratorKind, accelerator, accelerator, AcceleratorKind::kCpu, true, "",                              \
+    "`cuda`: one GPU per rank (`cuda:LOCAL_RANK`, NCCL; a CUDA build only); `auto`: CUDA when a device is "   \
+    "visible (docs/cuda.md)")                                                                                 \
+  X(int64_t, devices, devices, 1, v > 0, "> 0", "ranks per node: must match the launch (`gantry launch -n`)") \
+  X(int64_t, num_nodes, num_nodes, 1, v > 0, "> 0", "nodes: must match the launch")                          \
+  X(int64_t, threads, threads, 0, v >= 0, ">= 0 (0: the cores available)",                                   \
+    "intra-op threads per rank; 0: the cores available to it (LibTorch's own default is 1 here)")            \
+  X(std::string, out_dir, out_dir, "runs", !v.empty(), "a directory",                                        \
+    "run directories go to `<out_dir>/<name>/<timestamp>/` (relative to the working directory)")             \
+  X(ProgressMode, progress, progress, ProgressMode::kAuto, true, "",                                         \
+    "`auto`: `bar` on a terminal, `lines` otherwise; `none`: neither")                                       \
+  X(std::string, resume, resume, "", true, "",                                                                \
+    "`auto` (the newest valid checkpoint of the experiment; the default on a SLURM restart), a checkpoint "  \
+    "path, or `fresh` (step 0, also on a SLURM restart); empty: a new run")                                  \
+  X(double, dist_timeout, dist_timeout, 300, v > 0, "> 0 seconds",                                           \
+    "seconds a rank waits for the others (rendezvous, collectives)")                                         \
+  X(GradCompression, grad_compression, grad_compression, GradCompression::kNone, true, "",                   \
+    "`fp16`: DDP's fp16 compression hook (slower on CPU/Gloo; not with `grad_transport=shm`)")               \
+  X(BufferBroadcast, broadcast_buffers, broadcast_buffers, BufferBroadcast::kOnRead, true, "",               \
+    "rank 0's buffers (BatchNorm stats) to all ranks when they are read, or `every_step` (DDP's schedule)")  \
+  X(bool, fused_adam, fused_adam, true, true, "",                                                             \
+    "step a `torch::optim::Adam` with gantry's one-pass kernel (same math and state, within float "          \
+    "rounding); false: LibTorch's `step()`")                                                                  \
+  X(GradTransport, grad_transport, grad_transport, GradTransport::kAuto, true, "",                           \
+    "how gradients are averaged: shared memory when every rank is on one host, else Gloo (`gloo`, `shm` "    \
+    "force one)")                                                                                             \
+  X(bool, step_in_backward, step_in_backward, true, true, "",                                                 \
+    "with the fused Adam in a world of one: step each parameter inside backward as soon as its gradient is " \
+    "complete (bit-identical to stepping after backward, faster); false: after backward")                   \
+  X(WeightLayout, weight_layout, weight_layout, WeightLayout::kAuto, true, "",                               \
+    "`auto`: a CPU float32 `Linear` weight whose rows are a multiple of 4 KiB is stored transposed (no "      \
+    "cache-set aliasing in its forward product; shape, values and checkpoints unchanged); `as_built`: leave " \
+    "every layout alone")                                                                                     \
+  X(bool, huge_pages, huge_pages, true, true, "",                                                             \
+    "before building the model, ask the kernel for transparent huge pages for the heap's free top "          \
+    "(`madvise`; needs THP `always` or `madvise`; off when `GLIBC_TUNABLES` sets malloc options)")           \
+  X(double, gradient_clip_val, gradient_clip_val, 0, v >= 0, ">= 0 (0: no clipping)",                        \
+    "clip every optimizer's gradients after the DDP average, before its step (Lightning's key): the total "  \
+    "2-norm to at most the value, or each element to [-v, v]; 0: never. Turns step-in-backward off for it")  \
+  X(ClipAlgorithm, gradient_clip_algorithm, gradient_clip_algorithm, ClipAlgorithm::kNorm, true, "",         \
+    "`norm`: the total 2-norm of the optimizer's gradients; `value`: each element")                          \
+  X(PrecisionMode, precision, precision, PrecisionMode::k32, true, "",                                       \
+    "`bf16-mixed`: the plugin's hooks under autocast to bfloat16 (CPU or CUDA); weights, gradients and "     \
+    "optimizer state stay float32. `16-mixed` is refused")                                                    \
+  X(ReadMetrics, read_metrics, read_metrics, ReadMetrics::kAuto, true, "",                                   \
+    "when logged values are copied to the host: `every_step`, or `on_log` (only when a row, grid or "        \
+    "checkpoint needs them: no host-device sync in between; a NaN is reported with its step, later). "       \
+    "`auto`: `every_step` on the CPU, `on_log` on a GPU")                                                     \
+  X(bool, cuda_graphs, cuda_graphs, false, true, "",                                                          \
+    "on CUDA, one rank: the whole training step captured as a CUDA graph after 3 warm-up steps and replayed " \
+    "(a step that cannot be captured runs eagerly with one line saying why; docs/cuda.md)")
+
+#define GANTRY_KEYS_EMA(X)                                                                                    \
+  X(double, decay, decay, 0, v >= 0 && v < 1, "in [0, 1) (0: no EMA; typical: 0.999)",                       \
+    "an exponential moving average of the weights, updated after every batch on every rank: `shadow = "      \
+    "decay * shadow + (1 - decay) * weight`; checkpointed, used for the sample grids and `gantry sample`. "  \
+    "0: off")                                                                                                 \
+  X(std::string, modules, modules, "", true, "",                                                              \
+    "the modules it averages: comma-separated `modules()` names; empty: all")
+
+#define GANTRY_KEYS_METRICS(X)                                                                                \
+  X(int64_t, quality_every_n_steps, quality_every_n_steps, 0, v >= 0, ">= 0 (0: no quality score)",          \
+    "the sample-quality score every n batches (and before the first and after the last): `quality_fd`, "     \
+    "`quality_class_entropy`, `quality_seconds`; 0: never (docs/quality.md)")                                \
+  X(std::string, quality_classifier, quality_classifier, "", true, "",                                       \
+    "the classifier: a checkpoint, run or experiment directory (its newest checkpoint) of a plugin with "    \
+    "`features()` (SDK 1.2), e.g. `runs/classifier_fashion_mnist`")                                          \
+  X(int64_t, quality_samples, quality_samples, 10000, v >= 2, ">= 2 (typical: 10000)",                       \
+    "samples per score (split among the ranks)")                                                              \
+  X(int64_t, quality_batch_size, quality_batch_size, 500, v > 0, "> 0", "samples generated and embedded at once") \
+  X(int64_t, quality_seed, quality_seed, 0, true, "",                                                         \
+    "the seed of the samples' inputs (the training's random stream is left as it was)")
+
+#define GANTRY_KEYS_CHECKPOINT(X)                                                                             \
+  X(int64_t, every_n_steps, every_n_steps, 0, v >= 0, ">= 0",                                                \
+    "also checkpoint every n batches (always at the end); 0: only at the end")                               \
+  X(int64_t, keep_last, keep_last, 0, v >= 0, ">= 0 (0: keep all)",                                          \
+    "keep only the newest n checkpoints of a run; 0: all")
+
+#define GANTRY_KEYS_MONITOR(X)                                                                                \
+  X(bool, enabled, enabled, true, true, "", "serve the live stream from rank 0 (`gantry-monitor HOST:PORT`)") \
+  X(std::string, host, host, "127.0.0.1", valid_ip_address(v),                                               \
+    "an IP address to listen on (127.0.0.1, 0.0.0.0 for every interface, ::1)",                              \
+    "the address to listen on (`0.0.0.0`: every interface); reach a cluster node with `ssh -L`")             \
+  X(int64_t, port, port, 0, v >= 0 && v <= 65535, "a TCP port, or 0 for a free one", "0: a free port")       \
+  X(std::string, token, token, "", true, "", "the stream's token; empty: a random one per run")
+
+#define GANTRY_KEYS_SLURM(X)                                                                                  \
+  X(std::string, partition, partition, "", valid_slurm_partition(v), "partition names (letters, digits, _ . - ,)", \
+    "`--partition`; empty: the cluster's default")                                                            \
+  X(std::string, time, time, "01:00:00", valid_slurm_time(v),                                                \
+    "a SLURM time limit: MM, HH:MM:SS, D-HH:MM:SS (e.g. 01:00:00)", "`--time`")                              \
+  X(std::string, mem, mem, "", valid_slurm_mem(v), "a SLURM memory size such as 32G or 4000M (empty: the default)", \
+    "`--mem` per node, e.g. `32G`; empty: the default")                                                      \
+  X(int64_t, cpus_per_task, cpus_per_task, 0, v >= 0, ">= 0", "`--cpus-per-task`; 0: `trainer.threads`, else 1") \
+  X(std::string, account, account, "", valid_slurm_account(v), "an account name (letters, digits, _ . -)",   \
+    "`--account`; empty: none")                                                                               \
+  X(std::string, signal, signal, "USR1@90", valid_slurm_signal(v), "a SLURM --signal value such as USR1@90",  \
+    "`--signal`: the warning signal the tasks get before the time limit (they checkpoint and requeue)")      \
+  X(std::string, template_path, template, "slurm/train.sbatch", true, "",                                    \
+    "the sbatch template `gantry submit` renders")                                                            \
+  X(int64_t, array_parallel, array_parallel, 0, v >= 0, ">= 0 (0: no limit)",                                \
+    "`gantry submit --sweep`: at most this many points at once (`--array`'s `%N`); 0: no limit")
+
+#define GANTRY_KEYS_OPTIMIZER(X)                                                                              \
+  X(double, gradient_clip_val, gradient_clip_val, 0, v >= 0, ">= 0 (0: no clipping)",                        \
+    "`trainer.gradient_clip_val` for this optimizer (default: the trainer's)")                               \
+  X(ClipAlgorithm, gradient_clip_algorithm, gradient_clip_algorithm, ClipAlgorithm::kNorm, true, "",         \
+    "`trainer.gradient_clip_algorithm` for this optimizer (default: the trainer's)")                         \
+  X(SchedulerKind, scheduler, scheduler, SchedulerKind::kNone, true, "",                                     \
+    "the lr over the run: `step` (times `gamma` every `step_size` intervals), `cosine` or `linear` (to "     \
+    "`min_lr` at the run's end; needs `max_steps` or `max_epochs`); logged as `lr-<name>`")                  \
+  X(ScheduleInterval, interval, interval, ScheduleInterval::kStep, true, "",                                 \
+    "what the schedule counts: `step` (batches) or `epoch`")                                                  \
+  X(int64_t, warmup, warmup, 0, v >= 0, ">= 0", "intervals of linear warm-up, from lr/warmup up to lr")     \
+  X(int64_t, step_size, step_size, 1, v > 0, "> 0", "`step`: multiply by `gamma` every `step_size` intervals") \
+  X(double, gamma, gamma, 0.1, v > 0, "> 0", "`step`: the factor")                                           \
+  X(double, min_lr, min_lr, 0, v >= 0, ">= 0", "`cosine`, `linear`: the lr at the run's end")
+
+#define GANTRY_DECLARE_OPTION(type, member, key, def, check, expected, doc) type member = def;
+
 struct GANTRY_CORE_EXPORT TrainerOptions {
-  int64_t max_epochs = 1;            ///< -1: no epoch limit; when not given but max_steps or max_time is: -1
-  int64_t max_steps = -1;            ///< batches; -1: no step limit
-  std::string max_time;              ///< "DD:HH:MM:SS", "HH:MM:SS" or seconds; empty: none
-  int64_t seed = 42;                 ///< seeds LibTorch's generator and the data shuffle
-  int64_t log_every_n_steps = 50;    ///< a metrics.csv row every n batches
-  int64_t image_every_n_steps = 500; ///< System::log_samples every n batches (0: start and end only)
-  int64_t val_every_n_epochs = 0;    ///< validation_step over the test split; 0: never
-  std::string accelerator = "cpu";   ///< cpu | cuda | auto
-  int64_t devices = 1;               ///< processes (devices) per node
-  int64_t num_nodes = 1;             ///< nodes
-  int64_t threads = 0;               ///< intra-op threads per rank; 0: the cores available to it
-  std::string out_dir = "runs";      ///< run directories go to <out_dir>/<name>/<timestamp>
-  std::string progress = "auto";     ///< auto | bar | lines | none
-  std::string resume;                ///< "auto" (newest valid checkpoint of the experiment), a path, or empty
-  double dist_timeout = 300;         ///< seconds a rank waits for the others (rendezvous, collectives)
-  std::string broadcast_buffers = "on_read";  ///< on_read | every_step: when rank 0's buffers (BatchNorm stats) are broadcast
-  std::string grad_compression = "none";  ///< none | fp16: all-reduce gradients as fp16 (DDP's fp16_compress_hook)
-  std::string grad_transport = "auto";  ///< auto | gloo | shm: how gradients are averaged (shm: every rank on one host)
-  bool fused_adam = true;            ///< step torch::optim::Adam with gantry's one-pass kernel (same math and state)
-  bool step_in_backward = true;      ///< with the fused Adam in a world of one: step each parameter as backward produces its gradient
-  bool huge_pages = true;             ///< ask for transparent huge pages for the heap (gantry train, when the kernel offers them on request)
-  std::string weight_layout = "auto";  ///< auto | as_built: auto keeps Linear weights whose rows are a multiple of 4 KiB transposed in memory
-  double gradient_clip_val = 0;      ///< clip every optimizer's gradients (after the DDP average); 0: never
-  std::string gradient_clip_algorithm = "norm";  ///< norm | value
-  std::string read_metrics = "auto";  ///< auto | every_step | on_log: when logged values are read to the host (auto: on_log on a GPU)
-  std::string precision = "32";      ///< 32 | bf16-mixed: autocast to bfloat16 for the plugin's hooks (train/precision.hpp)
-  bool cuda_graphs = false;          ///< capture the training step as a CUDA graph once and replay it (docs/cuda.md)
-
-  double max_time_seconds() const;   ///< max_time parsed; <= 0 when unset
+  GANTRY_KEYS_TRAINER(GANTRY_DECLARE_OPTION)
+  double max_time_seconds() const;  ///< max_time parsed; <= 0 when unset
 };
-
 struct DataOptions {
-  std::string format = "idx";          ///< idx | image_folder | cifar10 (data/load_images.hpp)
-  std::string path = "/usr/share/datasets/fashion-mnist";  ///< the folder holding the data
-  std::string train_prefix = "train";  ///< idx: <prefix>-images-idx3-ubyte[.gz]; image_folder: train/
-                                       ///< (else path itself); cifar10: data_batch[_n].bin
-  std::string val_prefix = "t10k";     ///< validation split, same naming (image_folder: val/, cifar10: test_batch)
-  int64_t batch_size = 64;             ///< per rank
-  bool shuffle = true;                 ///< reshuffle each epoch from seed + epoch
-  bool drop_last = false;              ///< drop the last incomplete batch
-  int64_t prefetch = 2;                ///< batches prepared ahead on a worker thread
+  GANTRY_KEYS_DATA(GANTRY_DECLARE_OPTION)
 };
-
 struct CheckpointOptions {
-  int64_t every_n_steps = 0;  ///< also save every n batches; 0: only at the end
-  int64_t keep_last = 0;      ///< keep only the newest n checkpoints of a run; 0: all
+  GANTRY_KEYS_CHECKPOINT(GANTRY_DECLARE_OPTION)
 };
-
 /// The `slurm:` section, for `gantry submit` (nodes and tasks come from
 /// trainer.num_nodes and trainer.devices).
 struct SlurmOptions {
-  std::string partition;                  ///< --partition; empty: the cluster's default
-  std::string time = "01:00:00";          ///< --time
-  std::string mem;                        ///< --mem per node, e.g. "32G"; empty: default
-  int64_t cpus_per_task = 0;              ///< --cpus-per-task; 0: trainer.threads, else 1
-  std::string account;                    ///< --account; empty: none
-  std::string signal = "USR1@90";         ///< --signal: the step's tasks get it before the time limit
-  std::string template_path = "slurm/train.sbatch";  ///< the sbatch template (`slurm.template`)
-  int64_t array_parallel = 0;             ///< `gantry submit --sweep`: at most this many points at once (--array's %N); 0: no limit
+  GANTRY_KEYS_SLURM(GANTRY_DECLARE_OPTION)
 };
-
 /// The `monitor:` section: the live stream served by rank 0 (docs/protocol.md).
 struct MonitorOptions {
-  bool enabled = true;
-  std::string host = "127.0.0.1";  ///< listen address; reach a cluster node with ssh -L
-  int64_t port = 0;                ///< 0: a free port
-  std::string token;               ///< empty: a random one per run
+  GANTRY_KEYS_MONITOR(GANTRY_DECLARE_OPTION)
 };
-
-/// The `ema:` section: an exponential moving average of module weights,
-/// updated after every batch, checkpointed, and used for the sample grids and
-/// `gantry sample`.
+/// The `ema:` section (train/ema.hpp).
 struct EmaOptions {
-  double decay = 0;     ///< 0: off; else shadow = decay * shadow + (1 - decay) * weight after each batch
-  std::string modules;  ///< comma-separated module names (modules() names); empty: every module
+  GANTRY_KEYS_EMA(GANTRY_DECLARE_OPTION)
 };
-
-/// The `metrics:` section: the sample-quality score (train/callbacks/quality.cpp,
-/// docs/quality.md): the Frechet distance between the features of generated
-/// samples and of the real validation split, under a frozen classifier.
+/// The `metrics:` section: the sample-quality score (docs/quality.md).
 struct MetricsOptions {
-  int64_t quality_every_n_steps = 0;  ///< score every n batches (and before the first and after the last); 0: never
-  std::string quality_classifier;     ///< a classifier checkpoint, run or experiment directory (its newest checkpoint)
-  int64_t quality_samples = 10000;    ///< K generated samples per score (split among the ranks)
-  int64_t quality_batch_size = 500;   ///< samples generated and embedded at once
-  int64_t quality_seed = 0;           ///< the generator inputs' seed: the same K samples' inputs every time
+  GANTRY_KEYS_METRICS(GANTRY_DECLARE_OPTION)
 };
-
 /// `optimizers.<name>.*`: what the trainer does around one optimizer's step
 /// (`<name>` as configure_optimizers() names it). trainer.gradient_clip_* are
 /// the defaults for every optimizer, as in Lightning.
 struct OptimizerOptions {
-  double gradient_clip_val = 0;                 ///< 0: no clipping
-  std::string gradient_clip_algorithm = "norm"; ///< norm (total 2-norm of the optimizer's gradients) | value
-  std::string scheduler = "none";               ///< none | step | cosine | linear: the lr over the run
-  std::string interval = "step";                ///< step | epoch: what the scheduler counts
-  int64_t warmup = 0;                           ///< intervals of linear warm-up from lr/warmup to lr
-  int64_t step_size = 1;                        ///< step: multiply by gamma every step_size intervals
-  double gamma = 0.1;                           ///< step: the factor
-  double min_lr = 0;                            ///< cosine, linear: the lr at the end of the run
+  GANTRY_KEYS_OPTIMIZER(GANTRY_DECLARE_OPTION)
+};
+/// The `system:` section: the plugin; its own keys are the plugin's (SystemParams).
+struct SystemOptions {
+  GANTRY_KEYS_SYSTEM(GANTRY_DECLARE_OPTION)
 };
 
-/// The `system:` section: the plugin and its own keys.
-struct SystemOptions {
-  std::string plugin = "gan";  ///< plugin name (searched) or path to a .so
+/// One key as declared: for `gantry keys` and the README's table.
+struct KeyDoc {
+  std::string key;          ///< "trainer.max_steps", "optimizers.<name>.scheduler"
+  std::string type;         ///< "integer", "number", "true/false", "text", or the choices: "`cpu`, `cuda`, `auto`"
+  std::string default_text; ///< the default as YAML text ("" when empty)
+  std::string doc;          ///< the meaning
 };
+/// Every key, in the order config.yaml lists them.
+GANTRY_CORE_EXPORT std::vector<KeyDoc> config_keys();
+/// config_keys() as a Markdown table (key | default | meaning).
+GANTRY_CORE_EXPORT std::string config_keys_markdown();
 
 /// A resolved, validated experiment.
 struct GANTRY_CORE_EXPORT ExperimentConfig {
-  std::string name = "experiment";
+  GANTRY_KEYS_TOP(GANTRY_DECLARE_OPTION)
   SystemOptions system;
   DataOptions data;
   TrainerOptions trainer;

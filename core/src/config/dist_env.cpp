@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 extern char** environ;
 

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "runtime/runtime.hpp"
 
 namespace fs = std::filesystem;

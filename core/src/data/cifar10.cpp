@@ -6,7 +6,7 @@
 #include <regex>
 #include <vector>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 namespace gantry {
 

@@ -4,25 +4,18 @@
 
 #include <cstring>
 
-#include "config/errors.hpp"
+#include "data/image_dataset.hpp"
+#include "gantry/errors.hpp"
 
 namespace gantry {
 
-DataLoader::DataLoader(const ImageDataset& data, LoaderOptions options) : data_(&data), opt_(options) {
-  const int64_t n = size();
+DataLoader::DataLoader(std::shared_ptr<const Dataset> data, LoaderOptions options)
+    : data_(std::move(data)), opt_(options) {
+  const int64_t n = data_->size();
   const int64_t world = opt_.world_size;
   // DistributedSampler: pad to a multiple of the world size (or drop the rest).
   per_rank_ = opt_.drop_last && n % world ? n / world : (n + world - 1) / world;
 }
-
-DataLoader::DataLoader(std::shared_ptr<const Dataset> data, LoaderOptions options)
-    : own_(std::move(data)), opt_(options) {
-  const int64_t n = size();
-  const int64_t world = opt_.world_size;
-  per_rank_ = opt_.drop_last && n % world ? n / world : (n + world - 1) / world;
-}
-
-int64_t DataLoader::size() const { return data_ ? data_->size() : own_->size(); }
 
 DataLoader::~DataLoader() { stop_worker(); }
 
@@ -32,7 +25,7 @@ int64_t DataLoader::batches_per_epoch() const {
 }
 
 torch::Tensor DataLoader::indices(int64_t epoch) const {
-  const int64_t n = size();
+  const int64_t n = data_->size();
   torch::Tensor order;
   if (opt_.shuffle) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(opt_.seed + static_cast<uint64_t>(epoch));
@@ -68,41 +61,17 @@ void DataLoader::stop_worker() {
 }
 
 Batch DataLoader::make_batch(const int64_t* idx, int64_t n) const {
-  // A plain gather + scale loop: no ATen parallel region on this thread, so it
-  // never competes with the training thread's intra-op pool.
-  if (own_) {
-    Batch b = own_->get_batch(std::vector<int64_t>(idx, idx + n));
-    if (!b.input.defined() || b.input.dim() < 1 || b.input.size(0) != n)
-      throw DataError("the system's dataset returned a batch of " +
-                      (b.input.defined() && b.input.dim() > 0 ? std::to_string(b.input.size(0)) : std::string("no")) +
-                      " samples for " + std::to_string(n) + " indices");
-    b.struct_size = sizeof(Batch);
-    if (opt_.pin_memory) {
-      if (b.input.device().is_cpu() && !b.input.is_pinned()) b.input = b.input.pin_memory();
-      if (b.target.defined() && b.target.device().is_cpu() && !b.target.is_pinned()) b.target = b.target.pin_memory();
-    }
-    return b;
-  }
-  const auto& images = data_->images;
-  const int64_t sample = images.numel() / images.size(0);
-  std::vector<int64_t> shape = images.sizes().vec();
-  shape[0] = n;
-  Batch b;
-  b.input = torch::empty(shape, torch::TensorOptions(torch::kFloat32).pinned_memory(opt_.pin_memory));
-  const uint8_t* src = images.data_ptr<uint8_t>();
-  float* dst = b.input.data_ptr<float>();
-  const float scale = static_cast<float>((opt_.high - opt_.low) / 255.0);
-  const float offset = static_cast<float>(opt_.low);
-  for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* s = src + idx[i] * sample;
-    float* d = dst + i * sample;
-    for (int64_t j = 0; j < sample; ++j) d[j] = static_cast<float>(s[j]) * scale + offset;
-  }
-  if (data_->labels.defined()) {
-    b.target = torch::empty({n}, torch::TensorOptions(torch::kInt64).pinned_memory(opt_.pin_memory));
-    const int64_t* l = data_->labels.data_ptr<int64_t>();
-    int64_t* t = b.target.data_ptr<int64_t>();
-    for (int64_t i = 0; i < n; ++i) t[i] = l[idx[i]];
+  if (const auto* images = dynamic_cast<const ImageTensorDataset*>(data_.get()))
+    return images->gather(idx, n, opt_.pin_memory);
+  Batch b = data_->get_batch(std::vector<int64_t>(idx, idx + n));
+  if (!b.input.defined() || b.input.dim() < 1 || b.input.size(0) != n)
+    throw DataError("the system's dataset returned a batch of " +
+                    (b.input.defined() && b.input.dim() > 0 ? std::to_string(b.input.size(0)) : std::string("no")) +
+                    " samples for " + std::to_string(n) + " indices");
+  b.struct_size = sizeof(Batch);
+  if (opt_.pin_memory) {
+    if (b.input.device().is_cpu() && !b.input.is_pinned()) b.input = b.input.pin_memory();
+    if (b.target.defined() && b.target.device().is_cpu() && !b.target.is_pinned()) b.target = b.target.pin_memory();
   }
   return b;
 }

@@ -1,4 +1,5 @@
-// Batches from an in-memory ImageDataset: DistributedSampler semantics (the
+// Batches from a Dataset (a plugin's own, or the runner's images as an
+// ImageTensorDataset): DistributedSampler semantics (the
 // same permutation from seed + epoch on every rank, padded to equal length, a
 // disjoint shard per rank), prepared on a worker thread while the step runs.
 #pragma once
@@ -11,7 +12,6 @@
 
 #include "gantry/core_export.hpp"
 #include "gantry/system.hpp"
-#include "data/idx_dataset.hpp"
 
 namespace gantry {
 
@@ -23,16 +23,13 @@ struct LoaderOptions {
   uint64_t seed = 42;
   int rank = 0;
   int world_size = 1;
-  double low = -1.0;   ///< pixel 0 ->
-  double high = 1.0;   ///< pixel 255 ->
   bool pin_memory = false;  ///< batches in page-locked memory (a CUDA build copying to a GPU)
 };
 
 class GANTRY_CORE_EXPORT DataLoader {
  public:
-  DataLoader(const ImageDataset& data, LoaderOptions options);
-  /// Over a system's own Dataset (SDK 1.1): the same sharding, shuffling,
-  /// prefetching and mid-epoch resume; batches are its get_batch().
+  /// Batches are the dataset's get_batch() (ImageTensorDataset's gather, in
+  /// page-locked memory when options.pin_memory).
   DataLoader(std::shared_ptr<const Dataset> data, LoaderOptions options);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
@@ -55,10 +52,7 @@ class GANTRY_CORE_EXPORT DataLoader {
   void work(torch::Tensor order, int64_t first, int64_t last);
   Batch make_batch(const int64_t* idx, int64_t n) const;
 
-  int64_t size() const;
-
-  const ImageDataset* data_ = nullptr;      // IDX images, or
-  std::shared_ptr<const Dataset> own_;      // the system's own data
+  std::shared_ptr<const Dataset> data_;
   LoaderOptions opt_;
   int64_t per_rank_ = 0;
 

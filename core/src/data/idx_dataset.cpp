@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 namespace gantry {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "io/image_file.hpp"
 
 namespace gantry {

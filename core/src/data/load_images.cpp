@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "data/cifar10.hpp"
 #include "data/image_folder.hpp"
 
@@ -10,8 +10,8 @@ namespace gantry {
 
 ImageDataset load_split(const DataOptions& data, Split split, const std::vector<int64_t>& shape) {
   const std::string& prefix = split == Split::kTrain ? data.train_prefix : data.val_prefix;
-  if (data.format == "cifar10") return load_cifar10(data.path, prefix);
-  if (data.format == "image_folder") {
+  if (data.format == DataFormat::kCifar10) return load_cifar10(data.path, prefix);
+  if (data.format == DataFormat::kImageFolder) {
     const std::filesystem::path sub = std::filesystem::path(data.path) / prefix;
     std::error_code ec;
     if (std::filesystem::is_directory(sub, ec)) return load_image_folder(sub.string(), shape);

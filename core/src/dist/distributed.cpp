@@ -27,7 +27,7 @@
 #include <thread>
 #include <type_traits>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "runtime/runtime.hpp"
 #if GANTRY_WITH_CUDA
 #include "dist/cuda.hpp"

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "runtime/runtime.hpp"
 
 namespace gantry {

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <memory>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 // stb's implementations, private to this file (static functions: nothing
 // clashes with another copy of stb in the process, e.g. gantry-view's).

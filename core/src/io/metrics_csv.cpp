@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "config/files.hpp"
 
 namespace gantry {

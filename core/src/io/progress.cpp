@@ -1,4 +1,5 @@
 #include "io/progress.hpp"
+#include "config/config.hpp"
 
 #include <unistd.h>
 
@@ -24,10 +25,10 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-Progress::Mode Progress::parse_mode(const std::string& mode, std::FILE* out) {
-  if (mode == "bar") return Mode::kBar;
-  if (mode == "lines") return Mode::kLines;
-  if (mode == "none") return Mode::kNone;
+Progress::Mode Progress::parse_mode(ProgressMode mode, std::FILE* out) {
+  if (mode == ProgressMode::kBar) return Mode::kBar;
+  if (mode == ProgressMode::kLines) return Mode::kLines;
+  if (mode == ProgressMode::kNone) return Mode::kNone;
   return ::isatty(::fileno(out)) ? Mode::kBar : Mode::kLines;
 }
 

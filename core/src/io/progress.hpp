@@ -12,11 +12,13 @@
 
 namespace gantry {
 
+enum class ProgressMode;  // trainer.progress (config/config.hpp)
+
 class GANTRY_CORE_EXPORT Progress {
  public:
   enum class Mode { kBar, kLines, kNone };
-  /// "auto" picks kBar on a terminal, kLines otherwise.
-  static Mode parse_mode(const std::string& mode, std::FILE* out);
+  /// trainer.progress; auto picks kBar on a terminal, kLines otherwise.
+  static Mode parse_mode(ProgressMode mode, std::FILE* out);
 
   /// `total_steps` <= 0: unknown (no ETA).
   Progress(Mode mode, int64_t total_steps, int64_t batches_per_epoch, int64_t batch_size,

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 namespace gantry {
 

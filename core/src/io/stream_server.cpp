@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "wire/message.hpp"
 #include "wire/record_log.hpp"
 

@@ -11,7 +11,7 @@
 #include <iterator>
 #include <vector>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "wire/crc.hpp"
 
 namespace gantry {

@@ -25,7 +25,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 namespace fs = std::filesystem;
 

@@ -2,7 +2,7 @@
 
 #include <cstddef>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "runtime/crash.hpp"
 #include "runtime/runtime.hpp"
 

@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "train/checkpoint.hpp"
 #if GANTRY_WITH_CUDA
 #include "dist/cuda.hpp"
@@ -55,8 +55,8 @@ class GlooAccelerator final : public Accelerator {
   std::unique_ptr<GradSync> grad_sync(std::vector<torch::Tensor> params) override {
     if (!pg_) return nullptr;
     const auto& t = cfg_.trainer;
-    auto sync = std::make_unique<GradSync>(*pg_, std::move(params), transport(), t.grad_compression == "fp16");
-    if (t.grad_transport == "shm" && sync->transport() != GradSync::Transport::kShm)
+    auto sync = std::make_unique<GradSync>(*pg_, std::move(params), transport(), t.grad_compression == GradCompression::kFp16);
+    if (t.grad_transport == GradTransport::kShm && sync->transport() != GradSync::Transport::kShm)
       throw Error("rank " + std::to_string(dist_.rank) +
                   ": trainer.grad_transport=shm, but the ranks cannot share memory here (see above; "
                   "use auto or gloo)");
@@ -78,12 +78,12 @@ class GlooAccelerator final : public Accelerator {
   GradSync::Transport transport() const {
     const auto& t = cfg_.trainer;
     const bool one_host = dist_.local_world_size == dist_.world_size && dist_.num_nodes == 1;
-    if (t.grad_transport == "shm" && !one_host)
+    if (t.grad_transport == GradTransport::kShm && !one_host)
       throw ConfigError(cfg_.where("trainer.grad_transport") +
                         ": trainer.grad_transport=shm needs every rank on one host; this job has " +
                         std::to_string(dist_.num_nodes) + " nodes (use auto or gloo)");
-    if (t.grad_transport == "gloo" || t.grad_compression == "fp16") return GradSync::Transport::kGloo;
-    if (t.grad_transport == "shm") return GradSync::Transport::kShm;
+    if (t.grad_transport == GradTransport::kGloo || t.grad_compression == GradCompression::kFp16) return GradSync::Transport::kGloo;
+    if (t.grad_transport == GradTransport::kShm) return GradSync::Transport::kShm;
     return one_host && device_.is_cpu() ? GradSync::Transport::kShm : GradSync::Transport::kGloo;
   }
 
@@ -103,8 +103,8 @@ class CudaAccelerator final : public Accelerator {
   CudaAccelerator(const ExperimentConfig& cfg, const DistEnv& dist)
       : Accelerator(dist), cfg_(cfg), device_(torch::kCUDA, static_cast<c10::DeviceIndex>(dist.local_rank)) {
     const auto& t = cfg.trainer;
-    if (t.grad_transport != "auto")
-      throw ConfigError(cfg.where("trainer.grad_transport") + ": trainer.grad_transport=" + t.grad_transport +
+    if (t.grad_transport != GradTransport::kAuto)
+      throw ConfigError(cfg.where("trainer.grad_transport") + ": trainer.grad_transport=" + choice_name(t.grad_transport) +
                         " is for CPU ranks; on CUDA gradients go through NCCL (use auto)");
     const int count = static_cast<int>(torch::cuda::device_count());
     if (dist.local_rank >= count)
@@ -130,7 +130,7 @@ class CudaAccelerator final : public Accelerator {
   std::unique_ptr<GradSync> grad_sync(std::vector<torch::Tensor> params) override {
     if (!pg_) return nullptr;
     return std::make_unique<GradSync>(*pg_, std::move(params), GradSync::Transport::kGloo,
-                                      cfg_.trainer.grad_compression == "fp16");
+                                      cfg_.trainer.grad_compression == GradCompression::kFp16);
   }
 
   std::string grad_transport_name(const GradSync&) const override {
@@ -159,17 +159,17 @@ class CudaAccelerator final : public Accelerator {
 std::unique_ptr<Accelerator> make_accelerator(const ExperimentConfig& cfg, const DistEnv& dist) {
   const auto& t = cfg.trainer;
   const bool cuda_build = GANTRY_WITH_CUDA;
-  if (t.accelerator == "cuda" && !cuda_build)
+  if (t.accelerator == AcceleratorKind::kCuda && !cuda_build)
     throw ConfigError(cfg.where("trainer.accelerator") +
                       ": trainer.accelerator is cuda, but this gantry is built against a CPU-only LibTorch " +
                       TORCH_VERSION + " (build the cuda preset: README, LibTorch 2.x and CUDA)");
-  if (t.accelerator == "cuda" && !torch::cuda::is_available())
+  if (t.accelerator == AcceleratorKind::kCuda && !torch::cuda::is_available())
     throw ConfigError(cfg.where("trainer.accelerator") +
                       ": trainer.accelerator is cuda, but no CUDA device is available to this "
                       "LibTorch (use cpu or auto)");
   dist.check(t.num_nodes, t.devices, cfg.where("trainer.devices"));
 #if GANTRY_WITH_CUDA
-  if (t.accelerator == "cuda" || (t.accelerator == "auto" && torch::cuda::is_available()))
+  if (t.accelerator == AcceleratorKind::kCuda || (t.accelerator == AcceleratorKind::kAuto && torch::cuda::is_available()))
     return std::make_unique<CudaAccelerator>(cfg, dist);
 #endif
   return std::make_unique<GlooAccelerator>(cfg, dist);

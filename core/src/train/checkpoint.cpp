@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "config/files.hpp"
 #include "gantry/version.hpp"
 

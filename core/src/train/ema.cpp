@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 namespace gantry {
 

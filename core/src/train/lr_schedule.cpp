@@ -2,27 +2,26 @@
 
 #include <cmath>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 namespace gantry {
 
 LrSchedule::LrSchedule(const OptimizerOptions& options, std::vector<double> base_lrs, int64_t total,
                        const std::string& where)
     : options_(options), base_(std::move(base_lrs)), total_(total) {
-  const bool needs_length = options_.scheduler == "cosine" || options_.scheduler == "linear";
+  const bool needs_length = options_.scheduler == SchedulerKind::kCosine || options_.scheduler == SchedulerKind::kLinear;
   if (needs_length && total_ <= 0)
-    throw ConfigError(where + ": scheduler " + options_.scheduler +
+    throw ConfigError(where + ": scheduler " + choice_name(options_.scheduler) +
                       " needs the run's length: set trainer.max_steps or trainer.max_epochs");
   if (needs_length && total_ <= options_.warmup)
     throw ConfigError(where + ": warmup " + std::to_string(options_.warmup) + " is not shorter than the run (" +
-                      std::to_string(total_) + " " + options_.interval + "s)");
+                      std::to_string(total_) + " " + choice_name(options_.interval) + "s)");
 }
 
 LrSchedule::LrSchedule(std::function<double(int64_t)> factor, bool per_epoch, std::vector<double> base_lrs,
                        std::string who)
     : factor_(std::move(factor)), who_(std::move(who)), base_(std::move(base_lrs)), total_(-1) {
-  options_.scheduler = "lambda";
-  options_.interval = per_epoch ? "epoch" : "step";
+  options_.interval = per_epoch ? ScheduleInterval::kEpoch : ScheduleInterval::kStep;
   if (!factor_) throw PluginError(who_ + ": the LrLambda's factor is empty");
 }
 
@@ -39,12 +38,12 @@ double LrSchedule::lr(size_t group, int64_t t) const {
   const double warm = t < w ? double(t + 1) / double(w) : 1.0;
   const int64_t u = std::max<int64_t>(0, t - w);
   double main = base;
-  if (options_.scheduler == "step") {
+  if (options_.scheduler == SchedulerKind::kStep) {
     main = base * std::pow(options_.gamma, double(u / options_.step_size));
-  } else if (options_.scheduler == "cosine" || options_.scheduler == "linear") {
+  } else if (options_.scheduler == SchedulerKind::kCosine || options_.scheduler == SchedulerKind::kLinear) {
     const double frac = std::min(1.0, double(u) / double(total_ - w));
     const double m = options_.min_lr;
-    main = options_.scheduler == "cosine" ? m + (base - m) * 0.5 * (1.0 + std::cos(M_PI * frac))
+    main = options_.scheduler == SchedulerKind::kCosine ? m + (base - m) * 0.5 * (1.0 + std::cos(M_PI * frac))
                                           : base - (base - m) * frac;
   }
   return warm * main;

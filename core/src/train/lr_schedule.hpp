@@ -31,7 +31,7 @@ class GANTRY_CORE_EXPORT LrSchedule {
   /// Sets every param group's lr for interval `t`.
   void apply(torch::optim::Optimizer& optimizer, int64_t t) const;
   const std::vector<double>& base_lrs() const { return base_; }
-  bool per_epoch() const { return options_.interval == "epoch"; }
+  bool per_epoch() const { return options_.interval == ScheduleInterval::kEpoch; }
 
  private:
   OptimizerOptions options_;

@@ -40,13 +40,13 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
   build_modules();
   build_optimizers();
   spec_ = exp_.system->data_spec();
-  if (!exp_.train_data) check_data_kind(spec_, plugin_name());  // else the plugin brings its own
+  if (!exp_.own_data) check_data_kind(spec_, plugin_name());  // else the plugin brings its own
   ctx_ = std::make_unique<StepContextImpl>(
       slots_, accel_.device(), accel_.dist().rank, accel_.dist().world_size,
       [this](const std::string& tag, const torch::Tensor& images, double low, double high) {
         if (image_sink_) image_sink_(tag, ctx_->global_step(), images, low, high);
       });
-  bf16_ = is_bf16_mixed(cfg().trainer.precision);
+  bf16_ = cfg().trainer.precision == PrecisionMode::kBf16Mixed;
   ctx_->set_bf16(bf16_);
   if (bf16_ && accel_.is_zero())
     std::printf("precision: bf16-mixed (autocast on %s: matmuls in bfloat16; weights, gradients and "
@@ -79,7 +79,7 @@ void Model::build_modules() {
     m.module->to(accel_.device());
     m.module->train();
   }
-  if (cfg().trainer.weight_layout != "auto") return;
+  if (cfg().trainer.weight_layout != WeightLayout::kAuto) return;
   std::vector<std::string> moved;
   for (auto& m : modules_)
     for (auto& name : transpose_linear_weights(*m.module, m.name)) moved.push_back(name);
@@ -112,7 +112,7 @@ void Model::build_optimizers() {
       s.device_adam = std::make_unique<DeviceAdam>(o.optimizer);
     const OptimizerOptions options = cfg().optimizer(o.name);
     s.clip = options.gradient_clip_val;
-    s.clip_by_norm = options.gradient_clip_algorithm == "norm";
+    s.clip_by_norm = options.gradient_clip_algorithm == ClipAlgorithm::kNorm;
     const bool leaves =
         std::all_of(s.params.begin(), s.params.end(), [](const torch::Tensor& p) { return p.is_leaf(); });
     // Stepping during backward needs the gradients final as they arrive: not

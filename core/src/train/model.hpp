@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "runtime/runtime.hpp"
 #include "train/accelerator.hpp"
 #include "train/checkpoint.hpp"

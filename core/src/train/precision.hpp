@@ -39,7 +39,4 @@ class AutocastScope {
 /// next forward in the same training_step).
 void autocast_weights_changed();
 
-/// Whether trainer.precision asks for bf16 autocast ("bf16-mixed").
-inline bool is_bf16_mixed(const std::string& precision) { return precision == "bf16-mixed"; }
-
 }  // namespace gantry

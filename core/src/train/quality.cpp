@@ -8,7 +8,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "config/files.hpp"
 #include "data/load_images.hpp"
 #include "runtime/runtime.hpp"
@@ -169,7 +169,7 @@ FeatureStats FeatureModel::real_stats(int64_t batch_size, std::string* note) {
     throw DataError(key_ + ": the classifier's validation split: " + error_text(e));
   }
   // What the cache was made from: the split's files, by content.
-  const std::string made_from = data.format + " " + data.path + " " + data.val_prefix + " " +
+  const std::string made_from = std::string(choice_name(data.format)) + " " + data.path + " " + data.val_prefix + " " +
                                 std::to_string(real.size()) + " images, checksum " +
                                 std::to_string(real.images.to(torch::kInt64).sum().item<int64_t>());
   const std::string cache = checkpoint_ + ".real_stats";

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "runtime/runtime.hpp"
 #include "train/precision.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "dist/distributed.hpp"
 
 namespace gantry {

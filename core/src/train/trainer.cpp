@@ -14,9 +14,10 @@
 #include <filesystem>
 #include <sstream>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 #include "config/files.hpp"
 #include "data/data_loader.hpp"
+#include "data/image_dataset.hpp"
 #include "runtime/runtime.hpp"
 #include "train/accelerator.hpp"
 #include "train/callback.hpp"
@@ -42,10 +43,37 @@ Experiment Experiment::build(const ExperimentConfig& config) {
   params.check_all_used(e.system->name());
   e.train_data = e.system->train_dataset();
   e.val_data = e.system->val_dataset();
+  e.own_data = e.train_data != nullptr;
+  if (e.own_data) e.data_name = "plugin " + e.system->name() + "'s train_dataset()";
   if (e.train_data && e.train_data->size() <= 0)
     throw PluginError("plugin " + e.system->name() + ": train_dataset() has " + std::to_string(e.train_data->size()) +
                       " samples");
   return e;
+}
+
+Experiment Experiment::build(const ExperimentConfig& config, const ImageDataset& train, const ImageDataset* val) {
+  Experiment e = build(config);
+  e.use_images(train, val);
+  return e;
+}
+
+void Experiment::use_images(const ImageDataset& train, const ImageDataset* val) {
+  if (own_data)
+    throw PluginError("plugin " + system->name() + " brings its own data (train_dataset()): it takes no images");
+  const DataSpec spec = system->data_spec();
+  for (const ImageDataset* d : {&train, val}) {  // the one shape check of images
+    if (!d || spec.shape.empty()) continue;
+    const auto got = d->images.sizes().slice(1).vec();
+    if (got != spec.shape) {
+      std::ostringstream s;
+      s << d->images_file << ": samples are " << c10::IntArrayRef(got) << ", plugin " << system->name()
+        << " expects " << c10::IntArrayRef(spec.shape) << " (see the plugin's system.* shape keys)";
+      throw DataError(s.str());
+    }
+  }
+  train_data = std::make_shared<ImageTensorDataset>(train, spec.low, spec.high);
+  val_data = val ? std::make_shared<ImageTensorDataset>(*val, spec.low, spec.high) : nullptr;
+  data_name = train.images_file;
 }
 
 TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Device device,
@@ -100,18 +128,6 @@ struct Trainer::Impl {
 
   const ExperimentConfig& cfg() const { return model->cfg(); }
 
-  void check_data(const ImageDataset& data) const {
-    const auto& shape = model->spec().shape;
-    if (shape.empty()) return;
-    const auto got = data.images.sizes().slice(1).vec();
-    if (got != shape) {
-      std::ostringstream s;
-      s << data.images_file << ": samples are " << c10::IntArrayRef(got) << ", plugin " << model->plugin_name()
-        << " expects " << c10::IntArrayRef(shape) << " (see the plugin's system.* shape keys)";
-      throw DataError(s.str());
-    }
-  }
-
   LoaderOptions loader_options() const {
     LoaderOptions lo;
     lo.batch_size = cfg().data.batch_size;
@@ -121,8 +137,6 @@ struct Trainer::Impl {
     lo.seed = static_cast<uint64_t>(cfg().trainer.seed);
     lo.rank = accel->dist().rank;
     lo.world_size = accel->dist().world_size;
-    lo.low = model->spec().low;
-    lo.high = model->spec().high;
     lo.pin_memory = accel->pin_memory();
     return lo;
   }
@@ -137,8 +151,8 @@ struct Trainer::Impl {
   // them (trainer.read_metrics; auto: every batch on the CPU, where a read
   // costs nothing; on a GPU a read waits for the device to finish the step).
   bool defer_reads() const {
-    const std::string& r = cfg().trainer.read_metrics;
-    return r == "on_log" || (r == "auto" && accel->device().is_cuda());
+    const ReadMetrics r = cfg().trainer.read_metrics;
+    return r == ReadMetrics::kOnLog || (r == ReadMetrics::kAuto && accel->device().is_cuda());
   }
 
   // The pending batches' logged values, in batch order: values on the CPU
@@ -205,29 +219,17 @@ struct Trainer::Impl {
     return lo;
   }
 
-  FitResult fit(const ImageDataset& train, const ImageDataset* val) {
-    check_data(train);
-    if (val) check_data(*val);
-    if (val) check_data(*val);
-    const LoaderOptions lo = loader_options();
-    DataLoader loader(train, lo);
-    std::unique_ptr<DataLoader> val_loader;
-    if (val && cfg().trainer.val_every_n_epochs > 0) val_loader = std::make_unique<DataLoader>(*val, val_options(lo));
-    return fit(loader, std::move(val_loader), train.images_file, train.size());
-  }
-
-  // On the system's own data (SDK 1.1 train_dataset / val_dataset).
-  FitResult fit_own() {
+  FitResult fit() {
     const Experiment& e = model->experiment();
     if (!e.train_data)
-      throw PluginError("plugin " + model->plugin_name() + " has no train_dataset(): give the trainer data");
+      throw DataError("plugin " + model->plugin_name() +
+                      " has no train_dataset() and no images were given (Experiment::use_images, data.*)");
     const LoaderOptions lo = loader_options();
-    DataLoader loader(std::shared_ptr<const Dataset>(e.train_data), lo);
+    DataLoader loader(e.train_data, lo);
     std::unique_ptr<DataLoader> val_loader;
     if (e.val_data && cfg().trainer.val_every_n_epochs > 0)
-      val_loader = std::make_unique<DataLoader>(std::shared_ptr<const Dataset>(e.val_data), val_options(lo));
-    return fit(loader, std::move(val_loader), "plugin " + model->plugin_name() + "'s train_dataset()",
-               e.train_data->size());
+      val_loader = std::make_unique<DataLoader>(e.val_data, val_options(lo));
+    return fit(loader, std::move(val_loader), e.data_name, e.train_data->size());
   }
 
   FitResult fit(DataLoader& loader, std::unique_ptr<DataLoader> val_loader, const std::string& train_name,
@@ -309,7 +311,7 @@ struct Trainer::Impl {
     const auto& t = cfg().trainer;
     TrainState& s = fit.state;
     const std::vector<torch::Tensor> buffers = model->buffers();
-    const bool buffers_every_step = t.broadcast_buffers == "every_step";
+    const bool buffers_every_step = t.broadcast_buffers == BufferBroadcast::kEveryStep;
     StopAgreement agreement(accel->group());
     FitStop stop(t, fit.total_steps);  // every reason to stop goes here
     const bool defer = defer_reads();
@@ -429,9 +431,8 @@ void check_before_training(Experiment experiment) {
   if (cfg.ema.decay > 0) (void)EmaWeights(cfg.ema, model.modules(), {}, cfg.where("ema.modules"));
 }
 
-FitResult Trainer::fit(const ImageDataset& train, const ImageDataset* val) { return impl_->fit(train, val); }
 
-FitResult Trainer::fit() { return impl_->fit_own(); }
+FitResult Trainer::fit() { return impl_->fit(); }
 
 void Trainer::add_callback(std::unique_ptr<Callback> callback) { impl_->user_callbacks.push_back(std::move(callback)); }
 

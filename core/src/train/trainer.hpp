@@ -26,12 +26,23 @@ struct GANTRY_CORE_EXPORT Experiment {
   /// The plugin's system behind its one door (every call into the plugin
   /// goes through it); keeps the plugin loaded while it lives.
   std::shared_ptr<PluginSystem> system;
-  /// The system's own data (SDK 1.1 train_dataset / val_dataset), or null:
-  /// then the runner reads data.path.
-  std::shared_ptr<Dataset> train_data, val_data;
+  /// The data a fit trains and validates on, one kind for the loader: the
+  /// system's own (SDK 1.1 train_dataset / val_dataset; `own_data`), set by
+  /// build(), or the images data.* names, set by use_images(). `data_name`
+  /// names the training data in error lines. val_data may be null.
+  std::shared_ptr<const Dataset> train_data, val_data;
+  std::string data_name;
+  bool own_data = false;
 
   /// Throws ConfigError / PluginError with one line naming the culprit.
   static Experiment build(const ExperimentConfig& config);
+  /// build() on images (what `gantry train` loads from data.*; a test's).
+  static Experiment build(const ExperimentConfig& config, const ImageDataset& train,
+                          const ImageDataset* val = nullptr);
+  /// Trains on `train` (validates on `val`, may be null): images scaled to the
+  /// plugin's [low, high]. Throws DataError when their sample shape is not the
+  /// plugin's (DataSpec::shape), PluginError when the system brings its own data.
+  void use_images(const ImageDataset& train, const ImageDataset* val = nullptr);
   /// The system a checkpoint holds, for inference (`gantry sample`, the
   /// quality score's classifier, serving): built from the checkpoint's own
   /// config, its weights loaded (the EMA weights when the run kept an EMA),
@@ -85,12 +96,10 @@ class GANTRY_CORE_EXPORT Trainer {
   Trainer(Experiment experiment, std::string run_dir, DistEnv dist = {});
   ~Trainer();
 
-  /// Trains on `train` until max_epochs / max_steps / max_time or a stop
-  /// signal; validates on `val` (may be null) every trainer.val_every_n_epochs.
-  /// Throws TrainingError (NaN/Inf metric, a throwing training_step) after
-  /// saving what can be saved.
-  FitResult fit(const ImageDataset& train, const ImageDataset* val = nullptr);
-  /// Trains on the system's own data (Experiment::train_data, which must be set).
+  /// Trains on the experiment's train_data until max_epochs / max_steps /
+  /// max_time or a stop signal; validates on its val_data (may be null) every
+  /// trainer.val_every_n_epochs. Throws TrainingError (NaN/Inf metric, a
+  /// throwing training_step) after saving what can be saved.
   FitResult fit();
   /// Adds a callback (train/callback.hpp) to the next fit, at
   /// CallbackSlot::kUser: after the built-in ones that write rows, before the

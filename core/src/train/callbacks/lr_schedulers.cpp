@@ -21,7 +21,7 @@ class LrSchedulerCallback final : public Callback {
     const std::map<std::string, LrLambda> own = plugin_schedules(fit);
     for (const auto& o : fit.model.optimizers()) {
       const OptimizerOptions options = cfg.optimizer(o.name);
-      const bool configured = options.scheduler != "none" || options.warmup > 0;
+      const bool configured = options.scheduler != SchedulerKind::kNone || options.warmup > 0;
       const auto lambda = own.find(o.name);
       if (!configured && lambda == own.end()) continue;
       if (configured && lambda != own.end() && fit.accel.dist().rank == 0)
@@ -42,7 +42,7 @@ class LrSchedulerCallback final : public Callback {
                               LrSchedule(lambda->second.factor, lambda->second.per_epoch, base, who)});
         continue;
       }
-      const bool epochs = options.interval == "epoch";
+      const bool epochs = options.interval == ScheduleInterval::kEpoch;
       int64_t total = fit.total_steps;
       if (epochs)
         total = cfg.trainer.max_epochs > 0 ? cfg.trainer.max_epochs

@@ -9,7 +9,7 @@
 
 #include <torch/torch.h>
 
-#include "config/errors.hpp"
+#include "gantry/errors.hpp"
 
 #include "dist/distributed.hpp"
 #include "train/callback.hpp"

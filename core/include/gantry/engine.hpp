@@ -1,0 +1,114 @@
+// The engine's one door for a front end: what `gantry train`, `validate`,
+// `sample` and `plugins` do, and what launching and SLURM rendering read of a
+// config. The `gantry` runner includes this header and the SDK's, nothing of
+// core/src: it parses the command line, starts ranks and renders sbatch
+// scripts; everything a train command does (resume, the run directory and its
+// lock, data, the fit, requeue) happens behind these calls.
+//
+// Each command returns the process's exit status (0, 1, or 128 + the signal
+// that stopped a run) and throws gantry::Error (a one-line message naming the
+// culprit) for bad input; run_command() turns any exception into that line.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gantry/core_export.hpp"
+#include "gantry/errors.hpp"
+
+namespace gantry::engine {
+
+/// Once per process, before anything else: the allocator's settings (huge
+/// pages, arenas) and the open-file limit raised to its hard limit (a
+/// launcher holds a pipe per rank, a rank a socket per rank).
+GANTRY_CORE_EXPORT void prepare_process();
+
+/// Runs a command; any exception becomes the one error line on stderr
+/// (`gantry: error: ...`, on a line of its own after a progress bar) and
+/// exit status 1. LibTorch's backtrace is cut; std::bad_alloc says what to lower.
+GANTRY_CORE_EXPORT int run_command(const std::function<int()>& command);
+
+/// `gantry train CONFIG [key=value ...]`: one rank (the environment says
+/// which: torchrun's, SLURM's or gantry launch's variables) of the experiment.
+GANTRY_CORE_EXPORT int train(const std::string& config_path, const std::vector<std::string>& overrides);
+
+/// `gantry validate`: every check `train` makes before step 1 (config, plugin,
+/// modules and optimizers, data and its shape, out_dir writable, the quality
+/// classifier, a resume checkpoint), without training. Prints `...: OK`.
+GANTRY_CORE_EXPORT int validate(const std::string& config_path, const std::vector<std::string>& overrides);
+
+/// `gantry plugins`: each plugin found on the search path with its manifest
+/// (probed in a child process, so a plugin that crashes on load is one line).
+/// 1 when none is found.
+GANTRY_CORE_EXPORT int list_plugins();
+
+/// `gantry keys`: every config key as declared (config/config.hpp's lists):
+/// a Markdown table of key, value type or choices, default and meaning.
+/// The README's table is this text (a test compares them).
+GANTRY_CORE_EXPORT std::string keys_table();
+
+struct SampleOptions {
+  std::string checkpoint;              ///< the checkpoint file
+  int64_t n = 64;                      ///< samples
+  std::string output = "samples.png";  ///< the PNG grid
+  int64_t seed = 0;                    ///< seed of the sample inputs
+  std::string tensors;                 ///< also the inputs and outputs as torch.load-able tensors
+  std::string plugin;                  ///< a plugin (path or name) instead of the recorded one
+};
+
+/// `gantry sample`: the trained system from a checkpoint (its EMA weights
+/// when the run kept them), n samples as a PNG grid and/or tensors.
+GANTRY_CORE_EXPORT int sample(const SampleOptions& options);
+
+/// What launching and SLURM rendering read of an experiment: the checked
+/// config's job-shaped keys.
+struct JobSettings {
+  std::string name;       ///< the experiment's name
+  std::string out_dir;    ///< trainer.out_dir
+  int64_t num_nodes = 1;  ///< trainer.num_nodes
+  int64_t devices = 1;    ///< trainer.devices (ranks per node)
+  int64_t threads = 0;    ///< trainer.threads (0: the cores / local ranks)
+  bool cuda = false;      ///< trainer.accelerator=cuda: a GPU per rank
+  struct Slurm {
+    std::string partition, time, mem, account, signal, template_path;
+    int64_t cpus_per_task = 0;
+    int64_t array_parallel = 0;
+  } slurm;
+  /// Where each key was set (`configs/gan.yaml:12`, `command line`); where()
+  /// gives the config's own name for a key left at its default.
+  std::map<std::string, std::string> origins;
+  std::string source;
+  std::string where(const std::string& key) const {
+    const auto it = origins.find(key);
+    return it != origins.end() ? it->second : source.empty() ? "<config>" : source;
+  }
+};
+
+/// Loads and checks a config with its overrides, as `train` would (every
+/// key, value and choice; throws ConfigError naming the key and where it was
+/// set), and returns its job settings.
+GANTRY_CORE_EXPORT JobSettings load_job(const std::string& config_path, const std::vector<std::string>& overrides);
+
+/// A run's metrics.csv summed up: its header and each column's last
+/// non-empty value (rows may hold some columns only: validation's, the
+/// quality score's). Both empty when it holds no value yet (or is missing).
+struct LastMetrics {
+  std::vector<std::string> columns;
+  std::vector<std::string> values;
+};
+GANTRY_CORE_EXPORT LastMetrics last_metrics(const std::string& metrics_csv);
+
+/// The engine's file helpers, for what the runner writes (sbatch scripts, a
+/// sweep's status): an atomic write (temp, fsync, rename) and a bounded read
+/// of a regular file; both throw gantry::Error naming the path.
+GANTRY_CORE_EXPORT void write_file_atomic(const std::string& path, const std::string& bytes);
+GANTRY_CORE_EXPORT std::string read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX,
+                                         const std::string& what = "file");
+
+/// The cores this process may use (its affinity mask and cgroup quota).
+GANTRY_CORE_EXPORT int available_cores();
+
+}  // namespace gantry::engine
