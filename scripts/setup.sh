@@ -22,6 +22,7 @@ packages=(
   python3-venv               # scripts/torch2.sh: LibTorch 2.x from the torch wheel, in a virtual environment
   iproute2                   # the tests put two ranks in separate network namespaces
   clang libclang-rt-14-dev   # the tests fuzz the stream decoder with libFuzzer
+  clang-format               # scripts/test.sh checks the sources' format (scripts/format.sh --check)
   dataset-fashion-mnist      # the demo's real data: /usr/share/datasets/fashion-mnist
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev fonts-dejavu-core   # gantry-monitor (gui/), Qt Test; Qt6Charts' CMake config needs Qt6OpenGL
   libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri   # gantry-view (Dear ImGui, GLFW, OpenGL 3; Mesa for Xvfb)

@@ -10,7 +10,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 presets=(${GANTRY_TEST_PRESETS:-dev cuda})
-for preset in "${presets[@]}"; do GANTRY_PRESET=$preset scripts/setup.sh; done
+for preset in "${presets[@]}"; do
+  GANTRY_PRESET=$preset scripts/setup.sh
+  # Once setup.sh has installed clang-format: an unformatted file fails here,
+  # before the second build.
+  [[ -n "${formatted:-}" ]] || { scripts/format.sh --check; formatted=1; }
+done
 
 # The tests of each area that are not GoogleTest cases, by name, and the
 # fewest GoogleTest cases the suite has (label `core`). A new test script goes here.

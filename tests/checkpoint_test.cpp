@@ -5,7 +5,7 @@
 #include "train/checkpoint.hpp"
 #include "gantry/errors.hpp"
 #include "support.hpp"
-#include "train/fused_adam.hpp"
+#include "optim/fused_adam.hpp"
 #include "train/trainer.hpp"
 
 using namespace gantry;

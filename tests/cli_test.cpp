@@ -15,7 +15,7 @@
 #include <ATen/Version.h>
 
 #include "io/png.hpp"
-#include "config/files.hpp"
+#include "io/files.hpp"
 #include "runtime/runtime.hpp"
 #include "support.hpp"
 #include "wire/message.hpp"

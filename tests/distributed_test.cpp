@@ -16,7 +16,7 @@
 
 #include <torch/torch.h>
 
-#include "config/dist_env.hpp"
+#include "dist/dist_env.hpp"
 #include "gantry/errors.hpp"
 #include "dist/distributed.hpp"
 #include "dist/shm_allreduce.hpp"

@@ -6,7 +6,7 @@
 // (weight_layout.hpp): which weights, what it keeps, and real runs with it.
 #include <torch/torch.h>
 
-#include "train/fused_adam.hpp"
+#include "optim/fused_adam.hpp"
 #include "support.hpp"
 #include "train/trainer.hpp"
 #include "train/weight_layout.hpp"

@@ -8,7 +8,7 @@
 #include "gantry/errors.hpp"
 #include "data/idx_dataset.hpp"
 #include "support.hpp"
-#include "train/lr_schedule.hpp"
+#include "optim/lr_schedule.hpp"
 #include "train/trainer.hpp"
 
 using namespace gantry;

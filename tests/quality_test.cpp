@@ -1,4 +1,4 @@
-// The sample-quality score (train/quality.*, train/callbacks/quality.cpp)
+// The sample-quality score (quality/quality.*, quality/quality_callback.cpp)
 // with the real classifier: configs/classifier_fashion_mnist.yaml as it is,
 // trained once per build by the first test that needs it (the others wait for
 // it and reuse it), and the demo GAN on the real Fashion-MNIST.
@@ -11,7 +11,7 @@
 
 #include "data/load_images.hpp"
 #include "io/png.hpp"
-#include "train/quality.hpp"
+#include "quality/quality.hpp"
 
 #include "support.hpp"
 

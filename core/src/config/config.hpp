@@ -259,7 +259,7 @@ struct SlurmOptions {
 struct MonitorOptions {
   GANTRY_KEYS_MONITOR(GANTRY_DECLARE_OPTION)
 };
-/// The `ema:` section (train/ema.hpp).
+/// The `ema:` section (optim/ema.hpp).
 struct EmaOptions {
   GANTRY_KEYS_EMA(GANTRY_DECLARE_OPTION)
 };

@@ -13,7 +13,7 @@
 
 #include <torch/types.h>
 
-#include "config/dist_env.hpp"
+#include "dist/dist_env.hpp"
 #include "gantry/core_export.hpp"
 
 namespace c10d {

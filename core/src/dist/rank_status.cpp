@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "dist/distributed.hpp"
-#include "config/files.hpp"
+#include "io/files.hpp"
 #include "io/run_stream.hpp"
 #include "runtime/runtime.hpp"
 

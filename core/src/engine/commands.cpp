@@ -14,8 +14,9 @@
 #include <unistd.h>
 
 #include "config/config.hpp"
-#include "config/dist_env.hpp"
-#include "config/files.hpp"
+#include "dist/dist_env.hpp"
+#include "io/files.hpp"
+#include "io/run_dir.hpp"
 #include "data/image_grid.hpp"
 #include "data/load_images.hpp"
 #include "gantry/version.hpp"
@@ -25,7 +26,7 @@
 #include "runtime/crash.hpp"
 #include "runtime/runtime.hpp"
 #include "train/checkpoint.hpp"
-#include "train/quality.hpp"
+#include "quality/quality.hpp"
 #include "train/trainer.hpp"
 
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "gantry/errors.hpp"
-#include "config/files.hpp"
+#include "io/files.hpp"
 
 namespace gantry {
 

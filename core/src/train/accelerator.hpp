@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "config/dist_env.hpp"
+#include "dist/dist_env.hpp"
 #include "dist/distributed.hpp"
 #include "gantry/system.hpp"
 

@@ -148,7 +148,8 @@ class Callbacks {
   std::vector<std::pair<CallbackSlot, std::unique_ptr<Callback>>> list_;
 };
 
-// The built-in callbacks (each in its own file under train/callbacks/).
+// The built-in callbacks (each in its own file under train/callbacks/; the
+// quality score's in quality/quality_callback.cpp).
 /// Every rank, ema.decay > 0: updates the trainer's EMA (FitState::ema) after every batch.
 std::unique_ptr<Callback> ema_callback();
 /// Every rank: optimizers.<name>.scheduler sets the lrs before each batch; rank 0 logs lr-<name>.

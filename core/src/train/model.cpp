@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "train/fused_adam.hpp"
+#include "optim/fused_adam.hpp"
 #include "train/precision.hpp"
 #include "train/weight_layout.hpp"
 #if GANTRY_WITH_CUDA
@@ -29,10 +29,6 @@ struct Model::Graphed {
   std::vector<LoggedValue> values;    // copies of them, returned
 };
 
-void check_data_kind(const DataSpec& spec, const std::string& plugin) {
-  if (spec.kind != "images")
-    throw PluginError("plugin " + plugin + " wants data of kind '" + spec.kind + "'; this runner provides: images");
-}
 
 Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(accel) {
   // Each rank draws its own noise (model init is rank 0's, broadcast below).

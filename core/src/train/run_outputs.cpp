@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "config/files.hpp"
+#include "io/files.hpp"
 #include "data/image_grid.hpp"
 #include "io/clock.hpp"
 

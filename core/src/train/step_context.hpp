@@ -12,7 +12,7 @@
 
 #include "dist/distributed.hpp"
 #include "gantry/core_export.hpp"
-#include "train/fused_adam.hpp"
+#include "optim/fused_adam.hpp"
 #include "gantry/system.hpp"
 
 namespace gantry {

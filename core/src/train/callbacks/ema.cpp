@@ -2,7 +2,7 @@
 // FitState::ema; their trainer_state entries share the shadows' storage, so
 // the checkpoint keeps them) updated after every batch, in the first slot.
 #include "train/callback.hpp"
-#include "train/ema.hpp"
+#include "optim/ema.hpp"
 
 namespace gantry {
 

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "train/callback.hpp"
-#include "train/lr_schedule.hpp"
+#include "optim/lr_schedule.hpp"
 
 namespace gantry {
 

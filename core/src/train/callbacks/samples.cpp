@@ -2,7 +2,7 @@
 // training, every trainer.image_every_n_steps, and after the last batch; what
 // it logs with ctx.log joins the metrics row of that step.
 #include "train/callback.hpp"
-#include "train/ema.hpp"
+#include "optim/ema.hpp"
 #include "train/run_outputs.hpp"
 
 namespace gantry {

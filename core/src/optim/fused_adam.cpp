@@ -1,9 +1,9 @@
-#include "train/fused_adam.hpp"
+#include "optim/fused_adam.hpp"
 
 #include <sstream>
 #include <type_traits>
 
-#include "train/fused_adam_kernel.hpp"
+#include "optim/fused_adam_kernel.hpp"
 
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>

@@ -1,4 +1,4 @@
-#include "train/quality.hpp"
+#include "quality/quality.hpp"
 
 #include <torch/torch.h>
 
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "gantry/errors.hpp"
-#include "config/files.hpp"
+#include "io/files.hpp"
 #include "data/load_images.hpp"
 #include "runtime/runtime.hpp"
 #include "train/accelerator.hpp"

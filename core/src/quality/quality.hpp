@@ -15,7 +15,7 @@
 
 #include "gantry/core_export.hpp"
 #include "gantry/system.hpp"
-#include "train/trainer.hpp"
+#include "train/experiment.hpp"
 
 namespace gantry {
 

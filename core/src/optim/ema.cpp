@@ -1,4 +1,4 @@
-#include "train/ema.hpp"
+#include "optim/ema.hpp"
 
 #include <torch/torch.h>
 

@@ -1,4 +1,4 @@
-// File-system helpers: atomic writes and run directories.
+// File-system helpers: atomic writes, bounded reads, stale temp files.
 #pragma once
 
 #include <cstdint>
@@ -26,29 +26,5 @@ GANTRY_CORE_EXPORT std::vector<std::string> remove_stale_temp_files(const std::s
 /// than memory holds. `what` names the file in the line ("config file").
 GANTRY_CORE_EXPORT std::string read_file(const std::string& path, uint64_t max_bytes = UINT64_MAX,
                                          const std::string& what = "file");
-
-/// Points `<experiment_dir>/latest` at its sub-folder `run_name` (a relative
-/// symlink, swapped in atomically by rename). Best effort: a failure is ignored.
-GANTRY_CORE_EXPORT void point_latest(const std::string& experiment_dir, const std::string& run_name);
-
-/// Creates `<out_dir>/<name>/<YYYYmmdd-HHMMSS>[-N]/` (never reusing one) and
-/// points `<out_dir>/<name>/latest` at it. Returns its path.
-GANTRY_CORE_EXPORT std::string make_run_dir(const std::string& out_dir, const std::string& name);
-
-/// An exclusive lock on a run directory (`flock` on `<run_dir>/.lock`, which
-/// holds the owner's pid and host), held while the object lives: two runs
-/// never write one run directory (two `trainer.resume=auto` of one
-/// experiment at once). The kernel drops it when the process dies.
-class GANTRY_CORE_EXPORT RunDirLock {
- public:
-  /// Takes the lock or throws gantry::Error naming the pid that holds it.
-  explicit RunDirLock(const std::string& run_dir);
-  ~RunDirLock();
-  RunDirLock(const RunDirLock&) = delete;
-  RunDirLock& operator=(const RunDirLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 
 }  // namespace gantry

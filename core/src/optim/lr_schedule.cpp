@@ -1,4 +1,4 @@
-#include "train/lr_schedule.hpp"
+#include "optim/lr_schedule.hpp"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "config/dist_env.hpp"
+#include "dist/dist_env.hpp"
 
 #include <netdb.h>
 

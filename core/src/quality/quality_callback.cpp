@@ -1,5 +1,5 @@
 // Every rank, metrics.quality_every_n_steps > 0: the sample-quality score
-// (train/quality.hpp) before the first batch, every n batches and after the
+// (quality/quality.hpp) before the first batch, every n batches and after the
 // last. The K samples' inputs are drawn once per score from
 // metrics.quality_seed (the training's generators are left as they were);
 // rank r generates and embeds its slice of them, one all-reduce adds the
@@ -15,8 +15,8 @@
 #include <cstdio>
 
 #include "train/callback.hpp"
-#include "train/ema.hpp"
-#include "train/quality.hpp"
+#include "optim/ema.hpp"
+#include "quality/quality.hpp"
 #include "train/run_outputs.hpp"
 
 namespace gantry {

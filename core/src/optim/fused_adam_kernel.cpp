@@ -1,4 +1,4 @@
-#include "train/fused_adam_kernel.hpp"
+#include "optim/fused_adam_kernel.hpp"
 
 #include <cmath>
 
