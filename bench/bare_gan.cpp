@@ -22,11 +22,16 @@ int main(int argc, char** argv) {
   bool inputs = false;
   for (int i = 1; i < argc; ++i) {
     auto next = [&] { return std::atoll(argv[++i]); };
-    if (!std::strcmp(argv[i], "--steps")) steps = next();
-    else if (!std::strcmp(argv[i], "--warmup")) warmup = next();
-    else if (!std::strcmp(argv[i], "--batch")) batch = next();
-    else if (!std::strcmp(argv[i], "--threads")) threads = next();
-    else if (!std::strcmp(argv[i], "--inputs")) inputs = true;
+    if (!std::strcmp(argv[i], "--steps"))
+      steps = next();
+    else if (!std::strcmp(argv[i], "--warmup"))
+      warmup = next();
+    else if (!std::strcmp(argv[i], "--batch"))
+      batch = next();
+    else if (!std::strcmp(argv[i], "--threads"))
+      threads = next();
+    else if (!std::strcmp(argv[i], "--inputs"))
+      inputs = true;
   }
   at::set_num_threads(static_cast<int>(threads));
   torch::manual_seed(42);
@@ -76,8 +81,7 @@ int main(int argc, char** argv) {
     opt_g.step();
 
     const auto real_loss = torch::binary_cross_entropy_with_logits(d->forward(imgs.flatten(1)), valid);
-    const auto fake_loss =
-        torch::binary_cross_entropy_with_logits(d->forward(gen.detach().flatten(1)), fake);
+    const auto fake_loss = torch::binary_cross_entropy_with_logits(d->forward(gen.detach().flatten(1)), fake);
     const auto d_loss = (real_loss + fake_loss) / 2;
     opt_d.zero_grad();
     d_loss.backward();

@@ -50,9 +50,12 @@ int main(int argc, char** argv) {
   int64_t batch = 64, threads = 1;
   double seconds = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--batch")) batch = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads")) threads = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--batch"))
+      batch = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--seconds"))
+      seconds = std::atof(argv[i + 1]);
   }
   at::set_num_threads(static_cast<int>(threads));
   torch::NoGradGuard no_grad;
@@ -76,6 +79,6 @@ int main(int argc, char** argv) {
     elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   const double rate = flop * n / elapsed;
-  std::printf("flop_per_step %.0f gflop_per_s %.2f floor_steps_per_s %.2f blas %s\n", flop, rate / 1e9,
-              rate / flop, gantry::detect_blas().name.c_str());
+  std::printf("flop_per_step %.0f gflop_per_s %.2f floor_steps_per_s %.2f blas %s\n", flop, rate / 1e9, rate / flop,
+              gantry::detect_blas().name.c_str());
 }

@@ -56,11 +56,11 @@ int free_port() {
 struct Child {
   int rank = 0;
   pid_t pid = -1;
-  int fd = -1;             // read end of its stdout+stderr
-  std::string partial;     // an unfinished line
+  int fd = -1;          // read end of its stdout+stderr
+  std::string partial;  // an unfinished line
   bool running = true;
-  int code = 0;            // exit code, or 128 + signal
-  bool killed = false;     // SIGKILLed by the launcher (stopped, or named as hung)
+  int code = 0;         // exit code, or 128 + signal
+  bool killed = false;  // SIGKILLed by the launcher (stopped, or named as hung)
 };
 
 void emit(const Child& c, const std::string& line) {
@@ -111,8 +111,7 @@ void exec_train(const std::string& gantry_exe, const std::string& config, const 
   ::execv(gantry_exe.c_str(), argv.data());
 }
 
-int launch(int n, const std::string& config, std::vector<std::string> overrides,
-           const LaunchOptions& opt) {
+int launch(int n, const std::string& config, std::vector<std::string> overrides, const LaunchOptions& opt) {
   bool has_devices = false;
   for (const auto& o : overrides) has_devices |= o.rfind("trainer.devices=", 0) == 0;
   if (!has_devices) overrides.push_back("trainer.devices=" + std::to_string(n));

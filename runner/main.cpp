@@ -77,8 +77,7 @@ int main(int argc, char** argv) {
   sweep_cmd->add_flag("--array-task", so.array_task,
                       "Run only point SLURM_ARRAY_TASK_ID (the command gantry submit --sweep writes)");
 
-  auto* validate =
-      app.add_subcommand("validate", "Check a config, its plugin and data without training");
+  auto* validate = app.add_subcommand("validate", "Check a config, its plugin and data without training");
   validate->add_option("config", config, "Experiment YAML")->required();
   validate->add_option("overrides", overrides, "Overrides: key=value");
 
@@ -102,9 +101,10 @@ int main(int argc, char** argv) {
       // Check the config once here rather than N times in the ranks.
       const engine::JobSettings job = engine::load_job(config, overrides);
       if (job.num_nodes != 1)
-        throw ConfigError(job.where("trainer.num_nodes") + ": gantry launch runs ranks on this node only, "
-                          "but trainer.num_nodes is " + std::to_string(job.num_nodes) +
-                          " (use gantry submit for several nodes)");
+        throw ConfigError(job.where("trainer.num_nodes") +
+                          ": gantry launch runs ranks on this node only, "
+                          "but trainer.num_nodes is " +
+                          std::to_string(job.num_nodes) + " (use gantry submit for several nodes)");
       LaunchOptions lo;
       lo.gantry_exe = boost::dll::program_location().string();
       return launch(nproc, config, overrides, lo);

@@ -80,8 +80,8 @@ std::string render_sbatch(const engine::JobSettings& job, const std::string& tem
   return replace_all(replace_all(template_text, "{{sbatch}}", d), "{{command}}", cmd);
 }
 
-int submit(const std::string& config_path, const std::vector<std::string>& overrides, bool dry_run,
-           bool wait, const std::string& gantry_exe, bool sweep) {
+int submit(const std::string& config_path, const std::vector<std::string>& overrides, bool dry_run, bool wait,
+           const std::string& gantry_exe, bool sweep) {
   // A sweep's grid: every point checked; its fixed overrides make the job's config.
   size_t array_size = 0;
   std::vector<std::string> fixed = overrides;
@@ -118,8 +118,8 @@ int submit(const std::string& config_path, const std::vector<std::string>& overr
   if (std::regex_search(out, m, std::regex("Submitted batch job (\\d+)"))) {
     const std::string log = "slurm-" + m[1].str() + (array_size > 0 ? "_<task>.out" : ".out");
     std::printf("submitted job %s%s: %s (log: %s)\n", m[1].str().c_str(),
-                array_size > 0 ? (", an array of " + std::to_string(array_size) + " points").c_str() : "",
-                file.c_str(), (fs::absolute(job.out_dir) / job.name / log).c_str());
+                array_size > 0 ? (", an array of " + std::to_string(array_size) + " points").c_str() : "", file.c_str(),
+                (fs::absolute(job.out_dir) / job.name / log).c_str());
   } else {
     std::string first = out.substr(0, out.find('\n'));
     throw Error("sbatch " + file.string() + " failed: " + (first.empty() ? "no output" : first));

@@ -18,7 +18,7 @@ std::string render_sbatch(const engine::JobSettings& job, const std::string& tem
 /// Renders, then prints (dry_run) or writes and sbatches the script (`wait`:
 /// sbatch --wait, returning the job's exit code). Returns the process exit code.
 /// `sweep`: the overrides are a grid (gantry sweep's), submitted as one job array.
-int submit(const std::string& config_path, const std::vector<std::string>& overrides, bool dry_run,
-           bool wait, const std::string& gantry_exe, bool sweep = false);
+int submit(const std::string& config_path, const std::vector<std::string>& overrides, bool dry_run, bool wait,
+           const std::string& gantry_exe, bool sweep = false);
 
 }  // namespace gantry

@@ -286,7 +286,7 @@ int sweep(const std::string& config, const std::vector<std::string>& args, const
     const auto known = read_status(dir / "sweep.tsv");
     for (auto& p : points) {
       const auto it = known.find(p.label);
-      p.status = it != known.end() ? it->second
+      p.status = it != known.end()                                      ? it->second
                  : fs::exists(dir / p.label / "latest" / "metrics.csv") ? "ran"
                                                                         : "not run";
     }

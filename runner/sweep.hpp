@@ -8,10 +8,10 @@
 namespace gantry {
 
 struct SweepOptions {
-  std::string gantry_exe;  ///< the gantry binary each point runs (`gantry train`)
-  int parallel = 1;        ///< points at a time; the cores are divided among them
-  std::string metric;      ///< the summary's "best" column (metrics.csv); empty: the first metric
-  bool maximize = false;   ///< best = largest (else smallest)
+  std::string gantry_exe;     ///< the gantry binary each point runs (`gantry train`)
+  int parallel = 1;           ///< points at a time; the cores are divided among them
+  std::string metric;         ///< the summary's "best" column (metrics.csv); empty: the first metric
+  bool maximize = false;      ///< best = largest (else smallest)
   bool summary_only = false;  ///< print the summary of what has run, run nothing
   bool array_task = false;    ///< run only point SLURM_ARRAY_TASK_ID, as `gantry train` (gantry submit --sweep)
 };

@@ -14,11 +14,10 @@ using gantry::test::TempDir;
 namespace {
 
 Experiment gan_experiment(const std::vector<std::string>& overrides = {}) {
-  std::vector<std::string> o = {"system.plugin=" + gantry::test::gan_plugin_path(),
-                                "trainer.progress=none", "trainer.image_every_n_steps=0"};
+  std::vector<std::string> o = {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.progress=none",
+                                "trainer.image_every_n_steps=0"};
   o.insert(o.end(), overrides.begin(), overrides.end());
-  return Experiment::build(
-      ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"), o));
+  return Experiment::build(ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"), o));
 }
 
 }  // namespace
@@ -73,8 +72,7 @@ TEST(Checkpoint, RoundTripRestoresWeightsOptimizerStateStepAndRng) {
 TEST(Checkpoint, ModelOfAnotherShapeIsAClearErrorAndChangesNothing) {
   TempDir dir;
   Experiment a = gan_experiment();
-  save_checkpoint(dir / "a.ckpt", a.system->modules(), a.system->configure_optimizers(), {},
-                  {"gan", "0.1.0", ""});
+  save_checkpoint(dir / "a.ckpt", a.system->modules(), a.system->configure_optimizers(), {}, {"gan", "0.1.0", ""});
   Experiment b = gan_experiment({"system.latent_dim=50"});
   auto mods = b.system->modules();
   const auto before = mods[0].module->parameters()[0].clone();
@@ -131,9 +129,7 @@ TEST(Checkpoint, ResumedRunEndsBitIdenticalToAnUninterruptedOne) {
   const FitResult a = Trainer(with({"trainer.max_steps=10"}), straight.path().string()).fit();
   const FitResult b = Trainer(with({"trainer.max_steps=5"}), first.path().string()).fit();
   const FitResult c =
-      Trainer(with({"trainer.max_steps=10", "trainer.resume=" + b.last_checkpoint}),
-              second.path().string())
-          .fit();
+      Trainer(with({"trainer.max_steps=10", "trainer.resume=" + b.last_checkpoint}), second.path().string()).fit();
   ASSERT_EQ(c.state.global_step, 10);
   EXPECT_EQ(c.steps_run, 5);  // its own batches: steps/s after a resume once counted the first run's too
   EXPECT_EQ(a.steps_run, 10);

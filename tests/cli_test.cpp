@@ -22,14 +22,13 @@
 #include "wire/record_log.hpp"
 
 using gantry::test::CommandResult;
-using gantry::test::lines_of;
 using gantry::test::kDemo;
+using gantry::test::lines_of;
 using gantry::test::run_gantry;
 using gantry::test::TempDir;
 using gantry::test::write_text;
 
 namespace {
-
 
 // Exactly one non-empty line on stderr, starting "gantry: error:" and containing `what`.
 void expect_one_error_line(const CommandResult& r, const std::string& what) {
@@ -50,18 +49,16 @@ TEST(Cli, UnknownOverrideKey) {
 
 TEST(Cli, PluginThatIsNotALibrary) {
   TempDir dir;
-  expect_one_error_line(run_gantry("train '" + kDemo + "' system.plugin=" +
-                                       gantry::test::plugin_path("notalib"),
-                                   dir.path()),
-                        "is not a loadable shared library");
+  expect_one_error_line(
+      run_gantry("train '" + kDemo + "' system.plugin=" + gantry::test::plugin_path("notalib"), dir.path()),
+      "is not a loadable shared library");
 }
 
 TEST(Cli, PluginOfAnotherLibTorch) {
   TempDir dir;
-  expect_one_error_line(run_gantry("validate '" + kDemo + "' system.plugin=" +
-                                       gantry::test::plugin_path("other_torch"),
-                                   dir.path()),
-                        "was built against LibTorch 2.11");
+  expect_one_error_line(
+      run_gantry("validate '" + kDemo + "' system.plugin=" + gantry::test::plugin_path("other_torch"), dir.path()),
+      "was built against LibTorch 2.11");
 }
 
 TEST(Cli, MissingData) {
@@ -73,8 +70,7 @@ TEST(Cli, MissingData) {
 TEST(Cli, WrongShapeData) {
   TempDir dir;
   // 4 images of 1x8x8: the GAN expects 1x28x28.
-  write_text(dir / "train-images-idx3-ubyte",
-             gantry::test::idx_bytes({4, 8, 8}, std::string(4 * 64, '\x10')));
+  write_text(dir / "train-images-idx3-ubyte", gantry::test::idx_bytes({4, 8, 8}, std::string(4 * 64, '\x10')));
   expect_one_error_line(run_gantry("train '" + kDemo + "' data.path=" + dir.path().string(), dir.path()),
                         "plugin gan expects [1, 28, 28]");
 }
@@ -102,9 +98,9 @@ TEST(Cli, TrainWritesRunDirectoryThenSampleReadsTheCheckpoint) {
   EXPECT_NE(r.out.find("done at step 30"), std::string::npos) << r.out;
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
   ASSERT_TRUE(std::filesystem::is_symlink(run));
-  for (const char* f : {"config.yaml", "metrics.csv", "images/generated_0000000.png",
-                        "images/generated_0000020.png", "images/generated_0000030.png",
-                        "checkpoints/step_0000020.ckpt", "checkpoints/step_0000030.ckpt"})
+  for (const char* f :
+       {"config.yaml", "metrics.csv", "images/generated_0000000.png", "images/generated_0000020.png",
+        "images/generated_0000030.png", "checkpoints/step_0000020.ckpt", "checkpoints/step_0000030.ckpt"})
     EXPECT_TRUE(std::filesystem::exists(run / f)) << f;
   // The resolved config records the overrides, and is itself a valid config.
   const auto resolved = gantry::test::read_text(run / "config.yaml");
@@ -115,9 +111,8 @@ TEST(Cli, TrainWritesRunDirectoryThenSampleReadsTheCheckpoint) {
   for (const auto& e : std::filesystem::recursive_directory_iterator(run))
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
 
-  const auto s = run_gantry("sample --checkpoint '" + (run / "checkpoints/step_0000030.ckpt").string() +
-                                "' -n 16 -o grid.png",
-                            dir.path());
+  const auto s = run_gantry(
+      "sample --checkpoint '" + (run / "checkpoints/step_0000030.ckpt").string() + "' -n 16 -o grid.png", dir.path());
   ASSERT_EQ(s.exit_code, 0) << s.err;
   const auto grid = gantry::decode_png(gantry::test::read_text(dir / "grid.png"));
   EXPECT_EQ(grid.width, 8 * 30 + 2);
@@ -166,12 +161,13 @@ TEST(Cli, ValidateChecksWhatTrainWillNeed) {
   // directory, so a read-only bind mount in a private mount namespace).
   write_text(dir / "file", "x");
   expect_one_error_line(validate("trainer.out_dir=" + (dir / "file/runs")), "is not a directory");
-  expect_one_error_line(validate("trainer.out_dir=/proc/gantry/runs"), "/proc is not writable");  // root passes access()
+  expect_one_error_line(validate("trainer.out_dir=/proc/gantry/runs"),
+                        "/proc is not writable");  // root passes access()
   std::filesystem::create_directories(dir / "ro");
   const std::string ro = dir / "ro";
-  const auto r = validate("trainer.out_dir=" + ro + "/runs",
-                          "unshare -m --propagation private sh -c 'mount --bind -o ro " + ro + " " + ro +
-                              " && exec \"$0\" \"$@\"'");
+  const auto r =
+      validate("trainer.out_dir=" + ro + "/runs", "unshare -m --propagation private sh -c 'mount --bind -o ro " + ro +
+                                                      " " + ro + " && exec \"$0\" \"$@\"'");
   expect_one_error_line(r, "trainer.out_dir '" + ro + "/runs': " + ro + " is not writable (Read-only file system)");
   // A truncated validation split, read only when validation is on.
   std::filesystem::create_directories(dir / "data");
@@ -192,7 +188,8 @@ TEST(Cli, TwoRunsOfOneExperimentNeverShareARunDirectory) {
   const std::string args = "train '" + kDemo + "' trainer.resume=auto trainer.max_steps=100000";
   const pid_t running = gantry::test::spawn_gantry(args, dir.path(), dir / "first.log");
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
-  for (int i = 0; i < 300 && gantry::test::read_text(dir / "first.log").find("run directory:") == std::string::npos; ++i)
+  for (int i = 0; i < 300 && gantry::test::read_text(dir / "first.log").find("run directory:") == std::string::npos;
+       ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto second = run_gantry("train '" + kDemo + "' trainer.resume=auto trainer.max_steps=60", dir.path());
   ::kill(running, SIGTERM);
@@ -208,9 +205,9 @@ TEST(Cli, TwoRunsOfOneExperimentNeverShareARunDirectory) {
 
 namespace {
 // The SDK test plugin's config, with the plugin built by this tree.
-const std::string kTiny = gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
-                          "' system.plugin='" + gantry::test::plugin_path("tiny");
-}
+const std::string kTiny =
+    gantry::test::source_path("tests/sdk_plugin/tiny.yaml") + "' system.plugin='" + gantry::test::plugin_path("tiny");
+}  // namespace
 
 TEST(Cli, TheStopLineNamesTheLimitThatEndedTheRun) {
   TempDir dir;
@@ -222,8 +219,7 @@ TEST(Cli, TheStopLineNamesTheLimitThatEndedTheRun) {
       << r.out;
   r = run_gantry("train '" + kTiny + "' trainer.max_steps=-1 trainer.max_epochs=1", dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("done at step 1875 (epoch 1): trainer.max_epochs=1 reached, after"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("done at step 1875 (epoch 1): trainer.max_epochs=1 reached, after"), std::string::npos) << r.out;
 }
 
 TEST(Cli, ARefusedRunLeavesNoRunDirectoryBehind) {
@@ -319,8 +315,9 @@ TEST(Cli, ASystemsOwnDataTrainsWithNoFilesAndResumesExactly) {
   // data.path at all. Sharded, shuffled, validated, resumed mid-epoch (4096
   // samples / 32 = 128 batches an epoch; the resume is at batch 20).
   TempDir dir, again;
-  const std::string args = "' system.synthetic=true system.pixels=2 data.path=/nonexistent data.batch_size=32 "
-                           "trainer.log_every_n_steps=10 checkpoint.every_n_steps=20 ";
+  const std::string args =
+      "' system.synthetic=true system.pixels=2 data.path=/nonexistent data.batch_size=32 "
+      "trainer.log_every_n_steps=10 checkpoint.every_n_steps=20 ";
   auto r = run_gantry("validate '" + kTiny + args, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("4096 samples of its own data"), std::string::npos) << r.out;
@@ -362,8 +359,9 @@ TEST(Cli, AStepThatDrawsFurtherBatchesCountsStepsNotBatchesAndResumesExactly) {
   // ctx.next_batch() (SDK 1.1): 1 + 2 batches per step. 4096 / 32 = 128
   // batches an epoch make 43 steps (the last one finds 1 batch and then none).
   TempDir dir, again, third;
-  const std::string args = "' system.synthetic=true system.pixels=2 system.extra_batches=2 data.path=/nonexistent "
-                           "data.batch_size=32 trainer.log_every_n_steps=10 checkpoint.every_n_steps=10 ";
+  const std::string args =
+      "' system.synthetic=true system.pixels=2 system.extra_batches=2 data.path=/nonexistent "
+      "data.batch_size=32 trainer.log_every_n_steps=10 checkpoint.every_n_steps=10 ";
   auto r = run_gantry("train '" + kTiny + args + "trainer.max_steps=-1 trainer.max_epochs=1", dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("done at step 43 (epoch 1): trainer.max_epochs=1 reached"), std::string::npos) << r.out;
@@ -417,15 +415,16 @@ TEST(Sweep, AGridRunsTwoAtATimeAndASecondRunSkipsWhatIsDone) {
   ASSERT_EQ(status.size(), 5u);
   EXPECT_EQ(status[1], "lr=0.05,batch_size=16\tdone");
   EXPECT_EQ(status[4], "lr=0.1,batch_size=32\tdone");
-  for (const char* point : {"lr=0.05,batch_size=16", "lr=0.05,batch_size=32", "lr=0.1,batch_size=16",
-                            "lr=0.1,batch_size=32"}) {
+  for (const char* point :
+       {"lr=0.05,batch_size=16", "lr=0.05,batch_size=32", "lr=0.1,batch_size=16", "lr=0.1,batch_size=32"}) {
     const auto rows = lines_of(gantry::test::read_text(sweep_dir / point / "latest/metrics.csv"));
     ASSERT_GE(rows.size(), 2u) << point;
     EXPECT_EQ(rows.back().rfind("12,", 0), 0u) << point << ": " << rows.back();
     // The point's own overrides reached its run.
     const std::string cfg = gantry::test::read_text(sweep_dir / point / "latest/config.yaml");
-    EXPECT_NE(cfg.find(std::string("batch_size: ") + (std::string(point).find("16") != std::string::npos ? "16" : "32")),
-              std::string::npos)
+    EXPECT_NE(
+        cfg.find(std::string("batch_size: ") + (std::string(point).find("16") != std::string::npos ? "16" : "32")),
+        std::string::npos)
         << point;
     EXPECT_EQ(runs_of(sweep_dir / point), 1) << point;
   }
@@ -458,8 +457,8 @@ TEST(Sweep, ABadPointIsOneLineBeforeAnythingRuns) {
 // next time.
 TEST(Sweep, AFailedPointIsReportedAndTheOthersFinish) {
   TempDir dir;
-  const std::string cmd = "sweep '" + kTinyConfig + "'" + tiny_plugin_arg() + " data.path=" +
-                          gantry::test::fashion_mnist_dir() + ",/nonexistent trainer.max_steps=10";
+  const std::string cmd = "sweep '" + kTinyConfig + "'" + tiny_plugin_arg() +
+                          " data.path=" + gantry::test::fashion_mnist_dir() + ",/nonexistent trainer.max_steps=10";
   const CommandResult r = run_gantry(cmd, dir.path());
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("sweep: path=_nonexistent: failed (exit 1): gantry: error: "), std::string::npos) << r.out;
@@ -515,8 +514,8 @@ TEST(Cli, Sigusr1OutsideSlurmAndSighupStopAndSaveButAreNoRequeue) {
   for (const int sig : {SIGUSR1, SIGHUP}) {
     TempDir dir;
     const auto run = dir.path() / "runs/tiny/latest";
-    const pid_t pid = gantry::test::spawn_gantry("train '" + kTiny + "' trainer.max_steps=1000000", dir.path(),
-                                                 dir / "train.log");
+    const pid_t pid =
+        gantry::test::spawn_gantry("train '" + kTiny + "' trainer.max_steps=1000000", dir.path(), dir / "train.log");
     ASSERT_TRUE(wait_for_step(run / "metrics.csv", 20)) << gantry::test::read_text(dir / "train.log");
     ::kill(pid, sig);
     int status = 0;
@@ -547,9 +546,9 @@ TEST(Cli, Sigusr1OutsideSlurmAndSighupStopAndSaveButAreNoRequeue) {
 // not ranked; the other point finishes.
 TEST(Sweep, APointStoppedBySigusr1IsNotDone) {
   TempDir dir;
-  const pid_t sweep = gantry::test::spawn_gantry("sweep '" + kTinyConfig + "'" + tiny_plugin_arg() +
-                                                     " trainer.max_steps=1000000,40 --parallel 2",
-                                                 dir.path(), dir / "sweep.log");
+  const pid_t sweep = gantry::test::spawn_gantry(
+      "sweep '" + kTinyConfig + "'" + tiny_plugin_arg() + " trainer.max_steps=1000000,40 --parallel 2", dir.path(),
+      dir / "sweep.log");
   const auto sweep_dir = dir.path() / "runs/tiny/sweep";
   ASSERT_TRUE(wait_for_step(sweep_dir / "max_steps=1000000/latest/metrics.csv", 20))
       << gantry::test::read_text(dir / "sweep.log");
@@ -592,8 +591,8 @@ TEST(Cli, AResumedRunRemovesTheTempFilesOfDeadWriters) {
   bool said = false;
   for (const auto& line : lines_of(r.out))
     said |= line.rfind("removed ", 0) == 0 &&
-            line.find("/checkpoints/" + stale.filename().string() + ": an unfinished write of a process that is gone") !=
-                std::string::npos;
+            line.find("/checkpoints/" + stale.filename().string() +
+                      ": an unfinished write of a process that is gone") != std::string::npos;
   EXPECT_TRUE(said) << r.out;
 }
 
@@ -640,10 +639,11 @@ TEST(Cli, APluginForAnotherMachineOrOneThatCrashesOnLoadIsNamed) {
   elf[18] = '\xb7';  // e_machine = EM_AARCH64 (183)
   elf[19] = '\0';
   write_text(dir / "libarm.so", elf);
-  expect_one_error_line(run_gantry("validate '" + kDemo + "' system.plugin=" + (dir / "libarm.so"), dir.path()),
-                        "libarm.so is an ELF for aarch64 (64-bit), this gantry runs on x86-64: build it for this machine");
-  const auto r = run_gantry("plugins", dir.path(),
-                            "GANTRY_PLUGIN_PATH='" + std::string(GANTRY_TEST_PLUGIN_DIR) + "/crashing'");
+  expect_one_error_line(
+      run_gantry("validate '" + kDemo + "' system.plugin=" + (dir / "libarm.so"), dir.path()),
+      "libarm.so is an ELF for aarch64 (64-bit), this gantry runs on x86-64: build it for this machine");
+  const auto r =
+      run_gantry("plugins", dir.path(), "GANTRY_PLUGIN_PATH='" + std::string(GANTRY_TEST_PLUGIN_DIR) + "/crashing'");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("libcrash_on_load.so"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("error: loading it crashed the process (signal 11, SIGSEGV, in its static initializers)"),
@@ -749,7 +749,8 @@ TEST(Cli, SampleFindsAMovedPluginByNameOrTakesPlugin) {
   fs::rename(dir.path() / "a", dir.path() / "b");
   const std::string gan_ckpt = (dir.path() / "runs/gan_fashion_mnist/latest/checkpoints/step_0000002.ckpt").string();
   const std::string tiny_ckpt = (dir.path() / "runs/moved/latest/checkpoints/step_0000002.ckpt").string();
-  auto r = run_gantry("sample -c " + gan_ckpt + " -n 4 -o s.png", dir.path(), "GANTRY_PLUGIN_PATH='" + (dir / "b") + "'");
+  auto r =
+      run_gantry("sample -c " + gan_ckpt + " -n 4 -o s.png", dir.path(), "GANTRY_PLUGIN_PATH='" + (dir / "b") + "'");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("plugin gan: " + (dir / "a/libgan.so") + " (recorded in the checkpoint) is gone; using " +
                        (dir / "b/libgan.so") + " from the plugin search path"),

@@ -185,8 +185,8 @@ TEST(Runs, FoundUnderAnExperimentASweepAndSeveralPaths) {
   const auto all = find_runs({(root / "exp").string()});
   std::vector<std::string> names;
   for (const auto& r : all) names.push_back(r.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"20261202-100000", "20261202-110000", "lr=1e-4",
-                                             "lr=2e-4/20261202-120001", "lr=2e-4/20261202-130000"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"20261202-100000", "20261202-110000", "lr=1e-4", "lr=2e-4/20261202-120001",
+                                             "lr=2e-4/20261202-130000"}));
   EXPECT_EQ(all[2].dir, (root / "exp/sweep/lr=1e-4/20261202-120000").string());
 
   const auto one = find_runs({(root / "exp/20261202-100000").string()});
@@ -232,9 +232,9 @@ TEST(Chart, XAsTimeSinceStartOrWallTimeAndAZoomedRange) {
 
 // A command line naming several live runs, the runner's line, and a directory.
 TEST(Runs, SeveralTargetsOnOneCommandLine) {
-  auto t = parse_targets({"10.0.0.1:5555", "--token", "a", "monitor:", "gantry-monitor", "10.0.0.2:6666", "--token",
-                          "b", "10.0.0.3:7777"},
-                         "dflt");
+  auto t = parse_targets(
+      {"10.0.0.1:5555", "--token", "a", "monitor:", "gantry-monitor", "10.0.0.2:6666", "--token", "b", "10.0.0.3:7777"},
+      "dflt");
   ASSERT_EQ(t.size(), 3u);
   EXPECT_EQ(t[0].target.host, "10.0.0.1");
   EXPECT_EQ(t[0].target.token, "a");

@@ -8,8 +8,8 @@
 #include "train/trainer.hpp"
 
 using namespace gantry;
-using gantry::test::TempDir;
 using gantry::test::config_error;
+using gantry::test::TempDir;
 using gantry::test::write_text;
 
 namespace {
@@ -70,8 +70,7 @@ TEST(Config, WrongTypeNamesExpectedType) {
 TEST(Config, OutOfRangeValueIsRejected) {
   TempDir dir;
   const auto path = write_config(dir, "name: a\ndata:\n  batch_size: 0\n");
-  EXPECT_NE(config_error([&] { ExperimentConfig::load(path); }).find("data.batch_size must be > 0"),
-            std::string::npos);
+  EXPECT_NE(config_error([&] { ExperimentConfig::load(path); }).find("data.batch_size must be > 0"), std::string::npos);
   EXPECT_NE(config_error([&] {
               ExperimentConfig::load(path, {"data.batch_size=4", "trainer.accelerator=tpu"});
             }).find("one of cpu, cuda, auto"),
@@ -95,8 +94,10 @@ TEST(Config, BadOverridesAreCheckedLikeTheFile) {
   msg = config_error([&] { ExperimentConfig::load(path, {"trainer.step_in_backward=maybe"}); });
   EXPECT_NE(msg.find("trainer.step_in_backward must be true or false, got 'maybe'"), std::string::npos) << msg;
   msg = config_error([&] { ExperimentConfig::load(path, {"data.format=jpeg"}); });
-  EXPECT_NE(msg.find("command line 'data.format=jpeg': data.format must be one of idx, image_folder, cifar10, got 'jpeg'"),
-            std::string::npos) << msg;
+  EXPECT_NE(
+      msg.find("command line 'data.format=jpeg': data.format must be one of idx, image_folder, cifar10, got 'jpeg'"),
+      std::string::npos)
+      << msg;
   msg = config_error([&] { ExperimentConfig::load(path, {"no_equals_sign"}); });
   EXPECT_NE(msg.find("expected key=value"), std::string::npos) << msg;
 }
@@ -109,9 +110,9 @@ TEST(Config, InvalidYamlNamesTheLine) {
 }
 
 TEST(Config, MissingFileIsOneError) {
-  EXPECT_NE(config_error([] { ExperimentConfig::load("/nonexistent/exp.yaml"); })
-                .find("/nonexistent/exp.yaml: cannot open"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error([] { ExperimentConfig::load("/nonexistent/exp.yaml"); }).find("/nonexistent/exp.yaml: cannot open"),
+      std::string::npos);
 }
 
 TEST(Config, RunThatNeverEndsIsRejected) {
@@ -134,8 +135,8 @@ TEST(Config, MaxStepsAloneIsNotCutByTheDefaultEpochCount) {
 
 TEST(Config, UnknownSystemKeyIsReportedForThePlugin) {
   TempDir dir;
-  const auto path = write_config(dir, "name: a\nsystem:\n  plugin: " + gantry::test::gan_plugin_path() +
-                                          "\n  lr: 0.001\n  latnet_dim: 10\n");
+  const auto path = write_config(
+      dir, "name: a\nsystem:\n  plugin: " + gantry::test::gan_plugin_path() + "\n  lr: 0.001\n  latnet_dim: 10\n");
   const auto cfg = ExperimentConfig::load(path);
   const auto msg = config_error([&] { Experiment::build(cfg); });
   EXPECT_NE(msg.find(path + ":5"), std::string::npos) << msg;
@@ -145,16 +146,14 @@ TEST(Config, UnknownSystemKeyIsReportedForThePlugin) {
 
 TEST(Config, SystemKeyOfWrongTypeNamesIt) {
   TempDir dir;
-  const auto path = write_config(dir, "name: a\nsystem:\n  plugin: " + gantry::test::gan_plugin_path() +
-                                          "\n  latent_dim: big\n");
+  const auto path =
+      write_config(dir, "name: a\nsystem:\n  plugin: " + gantry::test::gan_plugin_path() + "\n  latent_dim: big\n");
   const auto msg = config_error([&] { Experiment::build(ExperimentConfig::load(path)); });
-  EXPECT_NE(msg.find(path + ":4: system.latent_dim must be an integer, got 'big'"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find(path + ":4: system.latent_dim must be an integer, got 'big'"), std::string::npos) << msg;
 }
 
 TEST(Config, NearestKey) {
-  EXPECT_EQ(nearest_key("trainer.max_epoch", {"trainer.max_epochs", "trainer.max_steps"}),
-            "trainer.max_epochs");
+  EXPECT_EQ(nearest_key("trainer.max_epoch", {"trainer.max_epochs", "trainer.max_steps"}), "trainer.max_epochs");
   EXPECT_EQ(nearest_key("completely_different", {"trainer.max_epochs"}), "");
 }
 
@@ -181,12 +180,12 @@ TEST(Config, AnAliasBombIsRefusedAtOnce) {
     value += "]";
   }
   value += "}";
-  EXPECT_NE(config_error([&] { ExperimentConfig::load(write_config(dir, "name: a\n"), {"system.x=" + value}); })
-                .find("expands to more than"),
+  EXPECT_NE(config_error([&] {
+              ExperimentConfig::load(write_config(dir, "name: a\n"), {"system.x=" + value});
+            }).find("expands to more than"),
             std::string::npos);
   // Anchors and aliases of reasonable size still work.
-  const auto ok = ExperimentConfig::load(
-      write_config(dir, "name: a\nsystem:\n  d: &d [128, 256]\n  g: *d\n"));
+  const auto ok = ExperimentConfig::load(write_config(dir, "name: a\nsystem:\n  d: &d [128, 256]\n  g: *d\n"));
   EXPECT_EQ(ok.system_params["g"].size(), 2u);
 }
 
@@ -197,8 +196,8 @@ TEST(Config, WhatWouldBeSilentlyIgnoredIsOneError) {
   };
   // A key twice (the last would win), in a section and at the top.
   auto msg = load("name: a\ntrainer:\n  max_steps: 10\n  max_steps: 20\n");
-  EXPECT_NE(msg.find("exp.yaml:4: key 'max_steps' appears twice in one mapping (first at line 3)"),
-            std::string::npos) << msg;
+  EXPECT_NE(msg.find("exp.yaml:4: key 'max_steps' appears twice in one mapping (first at line 3)"), std::string::npos)
+      << msg;
   msg = load("name: a\ntrainer:\n  max_steps: 10\ndata:\n  batch_size: 8\ntrainer:\n  seed: 1\n");
   EXPECT_NE(msg.find("exp.yaml:6: key 'trainer' appears twice"), std::string::npos) << msg;
   // A mapping where a value belongs; an empty section is fine.
@@ -214,8 +213,7 @@ TEST(Config, WhatWouldBeSilentlyIgnoredIsOneError) {
   EXPECT_NE(load("name: a\nslurm:\n  partition: yes\n").find("slurm.partition must be a string"), std::string::npos);
   EXPECT_EQ(ExperimentConfig::load(write_config(dir, "name: a\nslurm:\n  partition: 'yes'\n")).slurm.partition, "yes");
   // Values train or submit would trip on later.
-  EXPECT_NE(load("name: a\nmonitor:\n  host: example\n").find("monitor.host must be an IP address"),
-            std::string::npos);
+  EXPECT_NE(load("name: a\nmonitor:\n  host: example\n").find("monitor.host must be an IP address"), std::string::npos);
   EXPECT_NE(load("name: a\n", {"monitor.host=Off"}).find("monitor.host must be a string"), std::string::npos);
   EXPECT_NE(load("name: a\nslurm:\n  time: soon\n").find("slurm.time must be a SLURM time limit"), std::string::npos);
   EXPECT_NE(load("name: a\nslurm:\n  mem: [1]\n").find("slurm.mem must be a string"), std::string::npos);
@@ -224,10 +222,10 @@ TEST(Config, WhatWouldBeSilentlyIgnoredIsOneError) {
   EXPECT_NE(load("name: a\nslurm:\n  partition: 'a b'\n").find("slurm.partition must be"), std::string::npos);
   EXPECT_NE(load("name: a\n", {"trainer.dist_timeout=.inf"}).find("trainer.dist_timeout must be a finite number"),
             std::string::npos);
-  EXPECT_NE(load("name: " + std::string(1 << 20, 'n') + "\n").find("name must be a directory name"),
-            std::string::npos);
+  EXPECT_NE(load("name: " + std::string(1 << 20, 'n') + "\n").find("name must be a directory name"), std::string::npos);
   for (const char* t : {"90", "1-00:00:00", "00:30:00", "2-12"})
-    EXPECT_EQ(ExperimentConfig::load(write_config(dir, std::string("name: a\nslurm:\n  time: '") + t + "'\n")).slurm.time, t);
+    EXPECT_EQ(
+        ExperimentConfig::load(write_config(dir, std::string("name: a\nslurm:\n  time: '") + t + "'\n")).slurm.time, t);
 }
 
 TEST(Config, ANonFiniteSystemNumberNamesTheKey) {
@@ -263,10 +261,9 @@ TEST(Config, TheReadmeKeyTableIsTheDeclarations) {
 // A choice is parsed once into its enum; config.yaml writes it back as its
 // name, and a name it lacks is one line listing the choices.
 TEST(Config, ChoicesAreParsedOnceIntoEnums) {
-  const auto cfg = ExperimentConfig::load(gantry::test::kDemo,
-                                          {"trainer.accelerator=auto", "trainer.precision=bf16-mixed",
-                                           "data.format=cifar10", "optimizers.g.scheduler=cosine",
-                                           "optimizers.g.interval=epoch", "trainer.progress=none"});
+  const auto cfg = ExperimentConfig::load(
+      gantry::test::kDemo, {"trainer.accelerator=auto", "trainer.precision=bf16-mixed", "data.format=cifar10",
+                            "optimizers.g.scheduler=cosine", "optimizers.g.interval=epoch", "trainer.progress=none"});
   EXPECT_EQ(cfg.trainer.accelerator, AcceleratorKind::kAuto);
   EXPECT_EQ(cfg.trainer.precision, PrecisionMode::kBf16Mixed);
   EXPECT_EQ(cfg.data.format, DataFormat::kCifar10);
@@ -283,6 +280,7 @@ TEST(Config, ChoicesAreParsedOnceIntoEnums) {
                      "got 'fancy'"),
             std::string::npos)
       << msg;
-  const std::string opt = config_error([] { ExperimentConfig::load(gantry::test::kDemo, {"optimizers.d.interval=batch"}); });
+  const std::string opt =
+      config_error([] { ExperimentConfig::load(gantry::test::kDemo, {"optimizers.d.interval=batch"}); });
   EXPECT_NE(opt.find("optimizers.d.interval must be one of step, epoch, got 'batch'"), std::string::npos) << opt;
 }

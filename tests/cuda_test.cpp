@@ -107,8 +107,8 @@ TEST(Cuda, Bf16MixedGanLossesMove_CUDA) {
   TempDir dir;
   const auto cfg = ExperimentConfig::load(
       gantry::test::kDemo, {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=60",
-                            "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0",
-                            "trainer.progress=none", "trainer.accelerator=cuda", "trainer.precision=bf16-mixed"});
+                            "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0", "trainer.progress=none",
+                            "trainer.accelerator=cuda", "trainer.precision=bf16-mixed"});
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
   Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
   const auto lines = gantry::test::lines_of(gantry::test::read_text(dir / "metrics.csv"));
@@ -195,7 +195,8 @@ TEST(Cuda, GraphedStepEqualsTheEagerStep_CUDA) {
             std::string::npos)
       << graphed.out;
   EXPECT_EQ(graphed.out.find("cuda graphs: off"), std::string::npos) << graphed.out;
-  const double rows = rows_rel_diff(eager.rows, graphed.rows), weights = max_rel_diff(eager.checkpoint, graphed.checkpoint);
+  const double rows = rows_rel_diff(eager.rows, graphed.rows),
+               weights = max_rel_diff(eager.checkpoint, graphed.checkpoint);
   std::cout << "graph vs eager after 60 steps: rows " << rows << ", weights " << weights << " (relative)"
             << (eager.rows == graphed.rows ? "; rows bit-identical" : "") << "\n";
   EXPECT_LT(rows, 1e-6) << eager.rows << "\n" << graphed.rows;
@@ -224,11 +225,11 @@ TEST(Cuda, UncapturableStepsFallBackAndSchedulesAreFollowed_CUDA) {
   GANTRY_REQUIRE_CUDA();
   {
     TempDir dir;
-    const auto cfg = ExperimentConfig::load(gantry::test::source_path("configs/wgan_gp_fashion_mnist.yaml"),
-                                            {"system.plugin=" + std::string(GANTRY_PLUGIN_DIR) + "/libwgan_gp.so",
-                                             "trainer.max_steps=8", "trainer.image_every_n_steps=0",
-                                             "trainer.progress=none", "trainer.accelerator=cuda",
-                                             "trainer.cuda_graphs=true"});
+    const auto cfg =
+        ExperimentConfig::load(gantry::test::source_path("configs/wgan_gp_fashion_mnist.yaml"),
+                               {"system.plugin=" + std::string(GANTRY_PLUGIN_DIR) + "/libwgan_gp.so",
+                                "trainer.max_steps=8", "trainer.image_every_n_steps=0", "trainer.progress=none",
+                                "trainer.accelerator=cuda", "trainer.cuda_graphs=true"});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
     testing::internal::CaptureStdout();
     Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
@@ -313,7 +314,8 @@ TEST(Cuda, AFailedCaptureFallsBackAndTrainsOnEagerly_CUDA) {
   const GanRun run = probe_on_gpu(dir, 104, {"system.read=item", "system.features=4096", "trainer.cuda_graphs=true"});
   std::cout << run.out;
   EXPECT_EQ(count_of(run.out, "cuda graphs: off ("), 1) << run.out;
-  EXPECT_NE(run.out.find("cuda graphs: off (capturing plugin graph_probe's training_step at step 3 failed: "), std::string::npos)
+  EXPECT_NE(run.out.find("cuda graphs: off (capturing plugin graph_probe's training_step at step 3 failed: "),
+            std::string::npos)
       << run.out;
   EXPECT_EQ(run.out.find("captured at"), std::string::npos) << run.out;
   for (const auto& line : gantry::test::lines_of(run.out)) {  // one line, cause and consequence
@@ -350,7 +352,8 @@ TEST(Cuda, APluginsOwnGeneratorFallsBackBefore2_13_CUDA) {
   const GanRun run = probe_on_gpu(dir, 24, {"system.read=own_generator", "trainer.cuda_graphs=true"});
   std::cout << run.out;
 #if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
-  EXPECT_NE(run.out.find("cuda graphs: off (capturing plugin graph_probe's training_step at step 3 failed: "), std::string::npos)
+  EXPECT_NE(run.out.find("cuda graphs: off (capturing plugin graph_probe's training_step at step 3 failed: "),
+            std::string::npos)
       << run.out;
 #endif
   const auto loss = column(run.rows, "loss");

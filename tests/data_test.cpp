@@ -59,9 +59,7 @@ TEST(Idx, TruncatedFileNamesFileAndSizes) {
   write_text(dir / "short", idx_bytes({10, 28, 28}, std::string(100, 'x')));
   const auto msg = data_error(dir / "short");
   EXPECT_NE(msg.find(dir / "short"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("truncated: the header promises 7840 bytes of data, the file has 100"),
-            std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("truncated: the header promises 7840 bytes of data, the file has 100"), std::string::npos) << msg;
 }
 
 TEST(Idx, TruncatedGzipIsAnError) {
@@ -87,8 +85,7 @@ TEST(Idx, MissingFileAndFolder) {
     load_idx_images("/nonexistent", "train");
     FAIL();
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent: data.path is not a directory"),
-              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent: data.path is not a directory"), std::string::npos);
   }
 }
 
@@ -116,10 +113,10 @@ TEST(ImageGrid, LayoutAndScaling) {
   EXPECT_EQ(g.width, 8 * (3 + 2) + 2);
   EXPECT_EQ(g.height, 2 * (2 + 2) + 2);
   auto at = [&](int y, int x) { return int(g.pixels[y * g.width + x]); };
-  EXPECT_EQ(at(0, 0), 0);                       // padding
-  EXPECT_EQ(at(2, 2), 0);                       // image 0: -1 -> 0
-  EXPECT_EQ(at(2 + 4, 2 + 5), 255);             // image 9 (row 1, col 1): 1 -> 255
-  EXPECT_EQ(at(2, 2 + 5 * 7), 198);             // image 7: -1 + 14/9 -> 198
+  EXPECT_EQ(at(0, 0), 0);            // padding
+  EXPECT_EQ(at(2, 2), 0);            // image 0: -1 -> 0
+  EXPECT_EQ(at(2 + 4, 2 + 5), 255);  // image 9 (row 1, col 1): 1 -> 255
+  EXPECT_EQ(at(2, 2 + 5 * 7), 198);  // image 7: -1 + 14/9 -> 198
 }
 
 namespace {
@@ -276,8 +273,8 @@ TEST(Cifar10, ReadsTheOfficialLayoutInFileNumberOrder) {
   write_text(bin + "/test_batch.bin", cifar_records(100, 2));
   write_text(bin + "/batches.meta.txt", "airplane\n");
   // The config's defaults for this format: data_batch / test_batch, the parent folder found.
-  const ExperimentConfig cfg = ExperimentConfig::load(
-      gantry::test::kDemo, {"data.format=cifar10", "data.path=" + dir.path().string()});
+  const ExperimentConfig cfg =
+      ExperimentConfig::load(gantry::test::kDemo, {"data.format=cifar10", "data.path=" + dir.path().string()});
   EXPECT_EQ(cfg.data.train_prefix, "data_batch");
   EXPECT_EQ(cfg.data.val_prefix, "test_batch");
   const ImageDataset train = load_split(cfg.data, Split::kTrain, {3, 32, 32});
@@ -318,17 +315,17 @@ TEST(ImageFolder, ClassFoldersAreLabelsAndEveryImageIsConvertedAndResized) {
   ASSERT_TRUE(stbi_write_jpg((train + "/cat/sub/b.jpg").c_str(), 8, 8, 1, gray128.data(), 95));
   write_png(train + "/dog/c.PNG", solid(2, 2, {200}));  // gray, upscaled
   write_text(train + "/dog/notes.txt", "not an image: ignored");
-  const ExperimentConfig cfg = ExperimentConfig::load(
-      gantry::test::kDemo, {"data.format=image_folder", "data.path=" + dir.path().string()});
+  const ExperimentConfig cfg =
+      ExperimentConfig::load(gantry::test::kDemo, {"data.format=image_folder", "data.path=" + dir.path().string()});
   EXPECT_EQ(cfg.data.val_prefix, "val");
   // Gray 4x4, as the basic GAN would ask (shape [1, 4, 4]).
   ImageDataset ds = load_split(cfg.data, Split::kTrain, {1, 4, 4});
   ASSERT_EQ(ds.images.sizes(), (std::vector<int64_t>{3, 1, 4, 4}));
   EXPECT_TRUE(torch::equal(ds.labels, torch::tensor({0, 0, 1}, torch::kInt64)));  // cat/a, cat/sub/b, dog/c
-  EXPECT_EQ(ds.images[0].min().item<int>(), (255 * 77) >> 8);  // stb's luma of pure red: 76
+  EXPECT_EQ(ds.images[0].min().item<int>(), (255 * 77) >> 8);                     // stb's luma of pure red: 76
   EXPECT_EQ(ds.images[0].max().item<int>(), 76);
   EXPECT_NEAR(ds.images[1].to(torch::kFloat).mean().item<float>(), 128, 2);  // a JPEG, shrunk 8 -> 4
-  EXPECT_NEAR(ds.images[2].min().item<int>(), 200, 1);                     // a constant, enlarged 2 -> 4
+  EXPECT_NEAR(ds.images[2].min().item<int>(), 200, 1);                       // a constant, enlarged 2 -> 4
   EXPECT_NEAR(ds.images[2].max().item<int>(), 200, 1);
   // RGB 3x2 (W 2, H 3): red stays (255, 0, 0), gray repeats into every channel.
   ds = load_split(cfg.data, Split::kTrain, {3, 3, 2});

@@ -28,14 +28,13 @@
 #include "wire/record_log.hpp"
 
 using namespace gantry;
+using gantry::test::config_error;
 using gantry::test::kDemo;
 using gantry::test::run_gantry;
-using gantry::test::TempDir;
-using gantry::test::config_error;
 using gantry::test::state_dict_of;
+using gantry::test::TempDir;
 
 namespace {
-
 
 std::string only_checkpoint(const std::filesystem::path& run) {
   std::vector<std::string> found;
@@ -67,8 +66,11 @@ TEST(Nccl, VersionIsDecodedAsLibTorchPacksIt) {
 }
 
 TEST(DistEnv, TorchrunVariables) {
-  const auto d = DistEnv::from({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
-                                {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"},
+  const auto d = DistEnv::from({{"RANK", "3"},
+                                {"WORLD_SIZE", "8"},
+                                {"LOCAL_RANK", "1"},
+                                {"LOCAL_WORLD_SIZE", "2"},
+                                {"MASTER_ADDR", "10.0.0.1"},
                                 {"MASTER_PORT", "1234"}});
   EXPECT_EQ(d.source, "torchrun");
   EXPECT_EQ(d.rank, 3);
@@ -81,10 +83,13 @@ TEST(DistEnv, TorchrunVariables) {
 }
 
 TEST(DistEnv, SlurmVariablesAndExplicitMasterWins) {
-  std::map<std::string, std::string> env = {
-      {"SLURM_PROCID", "5"},        {"SLURM_NTASKS", "8"},  {"SLURM_LOCALID", "1"},
-      {"SLURM_NODEID", "2"},        {"SLURM_NNODES", "4"},  {"SLURM_JOB_ID", "4242"},
-      {"SLURM_JOB_NODELIST", "gpu[07-10]"}};
+  std::map<std::string, std::string> env = {{"SLURM_PROCID", "5"},
+                                            {"SLURM_NTASKS", "8"},
+                                            {"SLURM_LOCALID", "1"},
+                                            {"SLURM_NODEID", "2"},
+                                            {"SLURM_NNODES", "4"},
+                                            {"SLURM_JOB_ID", "4242"},
+                                            {"SLURM_JOB_NODELIST", "gpu[07-10]"}};
   auto d = DistEnv::from(env);
   EXPECT_EQ(d.source, "slurm");
   EXPECT_EQ(d.rank, 5);
@@ -104,11 +109,12 @@ TEST(DistEnv, InconsistentSettingsAreOneErrorBeforeAnyRendezvous) {
               DistEnv::from({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "4"}});
             }).find("not under srun"),
             std::string::npos);
-  EXPECT_NE(config_error([] { DistEnv::from({{"RANK", "2"}, {"WORLD_SIZE", "2"}}); })
-                .find("rank 2 is outside the world size 2"),
+  EXPECT_NE(config_error([] {
+              DistEnv::from({{"RANK", "2"}, {"WORLD_SIZE", "2"}});
+            }).find("rank 2 is outside the world size 2"),
             std::string::npos);
-  const auto d = DistEnv::from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "1"},
-                                {"SLURM_NNODES", "1"}});
+  const auto d =
+      DistEnv::from({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_ID", "1"}, {"SLURM_NNODES", "1"}});
   const auto msg = config_error([&] { d.check(1, 2, "exp.yaml:9"); });
   EXPECT_NE(msg.find("exp.yaml:9: trainer.num_nodes x trainer.devices = 1 x 2 = 2 ranks, but SLURM "
                      "started 4"),
@@ -156,8 +162,7 @@ TEST(Distributed, LaunchRejectsAMultiNodeConfigOnce) {
   EXPECT_EQ(r.exit_code, 1);
   const auto lines = gantry::test::lines_of(r.err);
   ASSERT_EQ(lines.size(), 1u) << r.err << r.out;
-  EXPECT_NE(lines[0].find("gantry launch runs ranks on this node only, but trainer.num_nodes is 2"),
-            std::string::npos)
+  EXPECT_NE(lines[0].find("gantry launch runs ranks on this node only, but trainer.num_nodes is 2"), std::string::npos)
       << lines[0];
 }
 
@@ -167,8 +172,8 @@ TEST(Distributed, TwoRanksOfHalfBatchEqualOneRankOfFullBatch) {
   // one permutation), so the averaged gradients and the parameters agree.
   TempDir one, two;
   const std::string cfg = gantry::test::source_path("tests/sdk_plugin/tiny.yaml");
-  const std::string common = " system.plugin=" + gantry::test::plugin_path("tiny") +
-                             " trainer.max_steps=20 trainer.threads=1";
+  const std::string common =
+      " system.plugin=" + gantry::test::plugin_path("tiny") + " trainer.max_steps=20 trainer.threads=1";
   const auto a = run_gantry("train '" + cfg + "' data.batch_size=64" + common, one.path());
   ASSERT_EQ(a.exit_code, 0) << a.err;
   const auto b = run_gantry("launch -n 2 '" + cfg + "' data.batch_size=32" + common, two.path());
@@ -197,7 +202,8 @@ TEST(Distributed, TwoRanksReadingMetricsOnlyOnLogStepsWriteTheSameRows) {
     TempDir dir;
     const auto r = run_gantry("launch -n 2 '" + kDemo +
                                   "' trainer.max_steps=30 trainer.log_every_n_steps=10 trainer.threads=1 "
-                                  "trainer.image_every_n_steps=0 trainer.read_metrics=" + mode,
+                                  "trainer.image_every_n_steps=0 trainer.read_metrics=" +
+                                  mode,
                               dir.path());
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     rows[mode] = gantry::test::rows_without_wall_time(
@@ -289,8 +295,7 @@ pid_t spawn_launch(const TempDir& dir, const std::string& args, int n = 2) {
   const pid_t launcher = ::fork();
   if (launcher == 0) {
     const std::string cmd = "cd '" + dir.path().string() + "' && exec '" + GANTRY_BIN + "' launch -n " +
-                            std::to_string(n) + " '" + kDemo +
-                            "' " + args + " >'" + (dir / "launch.log") + "' 2>&1";
+                            std::to_string(n) + " '" + kDemo + "' " + args + " >'" + (dir / "launch.log") + "' 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     ::_exit(127);
   }
@@ -302,8 +307,7 @@ std::map<int, pid_t> wait_for_training(const TempDir& dir, pid_t launcher, size_
   std::map<int, pid_t> ranks;
   for (int i = 0; i < 300 && ranks.size() < n; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!std::filesystem::exists(dir.path() / "runs/gan_fashion_mnist/latest/images/generated_0000000.png"))
-      continue;
+    if (!std::filesystem::exists(dir.path() / "runs/gan_fashion_mnist/latest/images/generated_0000000.png")) continue;
     for (const auto& [pid, rank] : gantry::test::children_of(launcher))
       if (rank >= 0) ranks[rank] = pid;
   }
@@ -354,8 +358,9 @@ TEST(Distributed, AStoppedRankIsNamedAndTheJobEndsWithinTheTimeout) {
   constexpr int kTimeout = 8;
   for (std::string transport : {"gloo", "shm"}) {
     TempDir dir;
-    const pid_t launcher = spawn_launch(dir, "trainer.max_steps=100000 trainer.dist_timeout=" +
-                                                 std::to_string(kTimeout) + " trainer.grad_transport=" + transport);
+    const pid_t launcher =
+        spawn_launch(dir, "trainer.max_steps=100000 trainer.dist_timeout=" + std::to_string(kTimeout) +
+                              " trainer.grad_transport=" + transport);
     const auto ranks = wait_for_training(dir, launcher);
     ASSERT_EQ(ranks.size(), 2u) << gantry::test::read_text(dir / "launch.log");
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -437,10 +442,10 @@ TEST(Distributed, ReplicasThatDivergeFailTheRun) {
   // 1.1), or on its own sharded dataset (SDK 1.1), stays bit-identical and succeeds.
   for (const char* how : {"", " system.split_step=true",
                           " system.synthetic=true system.pixels=2 data.path=/nonexistent"}) {  // its own data
-    const auto ok = run_gantry("launch -n 2 '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
-                                   "' system.plugin=" + gantry::test::plugin_path("tiny") + " trainer.max_steps=10" +
-                                   how,
-                               dir.path());
+    const auto ok =
+        run_gantry("launch -n 2 '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                       "' system.plugin=" + gantry::test::plugin_path("tiny") + " trainer.max_steps=10" + how,
+                   dir.path());
     EXPECT_EQ(ok.exit_code, 0) << how << ok.out << ok.err;
     EXPECT_NE(ok.out.find("replicas bit-identical across 2 ranks"), std::string::npos) << how << ok.out;
   }
@@ -475,7 +480,8 @@ TEST(Distributed, ValidationAveragesOverEveryRanksShard) {
   ASSERT_TRUE(exp.val_data);
   auto modules = exp.system->modules();
   std::string last;
-  for (const auto& e : std::filesystem::directory_iterator(run / "checkpoints")) last = std::max(last, e.path().string());
+  for (const auto& e : std::filesystem::directory_iterator(run / "checkpoints"))
+    last = std::max(last, e.path().string());
   load_checkpoint(last, "tiny", modules, {}, false);
   torch::NoGradGuard no_grad;
   std::vector<int64_t> all(exp.val_data->size());
@@ -629,8 +635,8 @@ TEST(Distributed, AFileLimitTooLowForTheRanksIsOneLineOnEachRank) {
 // 0 stays until every other rank has read it.
 TEST(Distributed, EveryRankNamesTheStoppedRankNotRankZero) {
   TempDir dir;
-  const pid_t launcher =
-      spawn_launch(dir, "trainer.max_steps=100000 trainer.dist_timeout=8 trainer.grad_transport=gloo trainer.threads=1", 4);
+  const pid_t launcher = spawn_launch(
+      dir, "trainer.max_steps=100000 trainer.dist_timeout=8 trainer.grad_transport=gloo trainer.threads=1", 4);
   const auto ranks = wait_for_training(dir, launcher, 4);
   ASSERT_EQ(ranks.size(), 4u) << gantry::test::read_text(dir / "launch.log");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -91,8 +91,10 @@ TEST(FusedAdam, SharesItsStateWithLibTorchsStep) {
   for (int step = 0; step < 10; ++step) {
     set_grads(ref, ours, step, false);
     plain.step();
-    if (step < 5) mixed.step();
-    else fused_adam_step(mixed);
+    if (step < 5)
+      mixed.step();
+    else
+      fused_adam_step(mixed);
   }
   for (size_t i = 0; i < ref.size(); ++i) EXPECT_LT(max_rel_diff(ours[i], ref[i]), 1e-5) << i;
 }
@@ -118,8 +120,10 @@ TEST(DeviceAdam, MatchesLibTorchAdamWithAScheduleAndContinuesWithIt) {
           static_cast<torch::optim::AdamOptions&>(o->param_groups()[0].options()).lr(5e-5);
       set_grads(ref, ours, step, step % 7 == 3);
       plain.step();
-      if (step < 150) stepper.step();
-      else device->step();  // LibTorch's own step takes over from DeviceAdam's state
+      if (step < 150)
+        stepper.step();
+      else
+        device->step();  // LibTorch's own step takes over from DeviceAdam's state
     }
     for (size_t i = 0; i < ref.size(); ++i) {
       EXPECT_LT(max_rel_diff(ours[i], ref[i]), 1e-4) << "param " << i << ", weight_decay " << wd;
@@ -142,8 +146,7 @@ TEST(DeviceAdam, RecordsReplaysAndUndoesHostStepCounts) {
     std::vector<int64_t> out;
     for (const auto& p : ps) {
       const auto it = opt->state().find(optimizer_state_key(p));
-      out.push_back(it == opt->state().end() ? 0
-                                             : static_cast<torch::optim::AdamParamState&>(*it->second).step());
+      out.push_back(it == opt->state().end() ? 0 : static_cast<torch::optim::AdamParamState&>(*it->second).step());
     }
     return out;
   };
@@ -167,8 +170,7 @@ TEST(DeviceAdam, RecordsReplaysAndUndoesHostStepCounts) {
 TEST(DeviceAdam, RefusesWhatItCannotStep) {
   auto ps = make_params(8);
   EXPECT_NE(DeviceAdam::why_not(torch::optim::SGD(ps, 0.1)).find("not a torch::optim::Adam"), std::string::npos);
-  EXPECT_NE(DeviceAdam::why_not(torch::optim::Adam(ps, torch::optim::AdamOptions(1e-3).amsgrad(true)))
-                .find("amsgrad"),
+  EXPECT_NE(DeviceAdam::why_not(torch::optim::Adam(ps, torch::optim::AdamOptions(1e-3).amsgrad(true))).find("amsgrad"),
             std::string::npos);
   std::vector<torch::Tensor> transposed = {torch::randn({4, 8}).t().requires_grad_()};
   EXPECT_NE(DeviceAdam::why_not(torch::optim::Adam(transposed, 1e-3)).find("contiguous"), std::string::npos);
@@ -216,8 +218,7 @@ TEST(FusedAdam, TransposedParametersMatchLibTorchAdam) {
   }
   EXPECT_LT(max_rel_diff(ours[0], ref[0]), 1e-5);
   EXPECT_EQ(ours[0].strides(), (c10::IntArrayRef{1, 64}));  // still transposed
-  const auto& st = static_cast<torch::optim::AdamParamState&>(
-      *fused.state().at(gantry::optimizer_state_key(ours[0])));
+  const auto& st = static_cast<torch::optim::AdamParamState&>(*fused.state().at(gantry::optimizer_state_key(ours[0])));
   EXPECT_EQ(st.exp_avg().strides(), ours[0].strides());
   EXPECT_EQ(st.exp_avg_sq().strides(), ours[0].strides());
 }
@@ -244,8 +245,7 @@ TEST(FusedAdam, StateFollowsAParameterThatChangedLayout) {
     fused_adam_step(fused);
   }
   EXPECT_LT(max_rel_diff(ours[0], ref[0]), 1e-5);
-  const auto& st = static_cast<torch::optim::AdamParamState&>(
-      *fused.state().at(gantry::optimizer_state_key(ours[0])));
+  const auto& st = static_cast<torch::optim::AdamParamState&>(*fused.state().at(gantry::optimizer_state_key(ours[0])));
   EXPECT_EQ(st.exp_avg().strides(), (c10::IntArrayRef{1, 32}));
   EXPECT_EQ(st.step(), 20);
 }
@@ -300,10 +300,10 @@ TEST(AdamInBackward, SameBitsAsBackwardThenStep) {
 }
 
 TEST(WeightLayout, WhichWeightsAreTransposed) {
-  EXPECT_TRUE(prefers_transposed_weight(784, 1024));   // the GAN's last generator layer
+  EXPECT_TRUE(prefers_transposed_weight(784, 1024));  // the GAN's last generator layer
   EXPECT_TRUE(prefers_transposed_weight(10, 2048));
-  EXPECT_FALSE(prefers_transposed_weight(1024, 512));  // rows of 2 KiB
-  EXPECT_FALSE(prefers_transposed_weight(1024, 1024)); // columns would alias as badly
+  EXPECT_FALSE(prefers_transposed_weight(1024, 512));   // rows of 2 KiB
+  EXPECT_FALSE(prefers_transposed_weight(1024, 1024));  // columns would alias as badly
   EXPECT_FALSE(prefers_transposed_weight(512, 784));
 
   torch::manual_seed(8);
@@ -403,8 +403,7 @@ TEST(WeightLayout, GanRunsTheSameAndSavesContiguousWeights) {
   }
   const double after_resume = max_rel_loss_diff(resumed["auto"], resumed["as_built"]);
   EXPECT_LT(after_resume, kRoundingTol);
-  std::cout << "largest relative loss difference, steps 1-3: " << fresh << ", after resume: " << after_resume
-            << "\n";
+  std::cout << "largest relative loss difference, steps 1-3: " << fresh << ", after resume: " << after_resume << "\n";
 }
 
 TEST(AdamInBackward, GanRunIsBitIdentical) {
@@ -413,10 +412,9 @@ TEST(AdamInBackward, GanRunIsBitIdentical) {
   for (bool in_backward : {true, false}) {
     TempDir dir;
     const auto cfg = ExperimentConfig::load(
-        gantry::test::kDemo,
-        {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=40", "trainer.log_every_n_steps=5",
-         "trainer.progress=none", "trainer.threads=1",
-         std::string("trainer.step_in_backward=") + (in_backward ? "true" : "false")});
+        gantry::test::kDemo, {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=40",
+                              "trainer.log_every_n_steps=5", "trainer.progress=none", "trainer.threads=1",
+                              std::string("trainer.step_in_backward=") + (in_backward ? "true" : "false")});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
     Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
     for (const auto& row : gantry::test::lines_of(gantry::test::read_text(dir / "metrics.csv"))) {

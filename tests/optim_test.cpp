@@ -138,11 +138,16 @@ TEST(Optim, AScheduledLrIsLoggedAndResumesBitIdentically) {
   TempDir straight, second;
   const auto data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
   auto gan = [&](std::vector<std::string> extra) {
-    std::vector<std::string> o = {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.progress=none",
-                                  "trainer.image_every_n_steps=0", "data.batch_size=16",
-                                  "trainer.log_every_n_steps=1", "optimizers.g.scheduler=cosine",
-                                  "optimizers.g.warmup=3", "optimizers.d.scheduler=step",
-                                  "optimizers.d.step_size=4", "optimizers.d.gamma=0.5",
+    std::vector<std::string> o = {"system.plugin=" + gantry::test::gan_plugin_path(),
+                                  "trainer.progress=none",
+                                  "trainer.image_every_n_steps=0",
+                                  "data.batch_size=16",
+                                  "trainer.log_every_n_steps=1",
+                                  "optimizers.g.scheduler=cosine",
+                                  "optimizers.g.warmup=3",
+                                  "optimizers.d.scheduler=step",
+                                  "optimizers.d.step_size=4",
+                                  "optimizers.d.gamma=0.5",
                                   "optimizers.d.gradient_clip_val=0.5"};
     o.insert(o.end(), extra.begin(), extra.end());
     return Experiment::build(ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"), o),
@@ -179,7 +184,8 @@ std::vector<double> column_of(const std::string& metrics_csv, const std::string&
   const size_t col = std::find(header.begin(), header.end(), name) - header.begin();
   EXPECT_LT(col, header.size()) << name << " not in " << rows[0];
   std::vector<double> out;
-  for (size_t r = 1; r < rows.size() && col < header.size(); ++r) out.push_back(std::stod(gantry::test::split(rows[r], ',')[col]));
+  for (size_t r = 1; r < rows.size() && col < header.size(); ++r)
+    out.push_back(std::stod(gantry::test::split(rows[r], ',')[col]));
   return out;
 }
 
@@ -218,9 +224,8 @@ TEST(Optim, APluginScheduleOfAnUnknownOptimizerIsOneLineNamingIt) {
   static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
   TempDir dir;
   try {
-    Trainer(Experiment::build(tiny_config({"system.lr_halve_every=10", "system.lr_schedule_of=adam",
-                                           "trainer.max_steps=2"}),
-                              data),
+    Trainer(Experiment::build(
+                tiny_config({"system.lr_halve_every=10", "system.lr_schedule_of=adam", "trainer.max_steps=2"}), data),
             dir.path().string())
         .fit();
     FAIL() << "trained with a schedule for an optimizer that does not exist";
@@ -274,8 +279,7 @@ TEST(Ema, TheShadowFollowsItsFormulaResumesExactlyAndDrawsTheSamples) {
   EXPECT_TRUE(torch::equal(trainer_state_of(ckpt(resumed, 4)).at("ema.model.weight").toTensor(),
                            trainer_state_of(ckpt(dir, 4)).at("ema.model.weight").toTensor()));
   // gantry sample uses the EMA weights: its outputs are the EMA linear map of its inputs.
-  const auto out = gantry::test::run_gantry("sample -c '" + ckpt(dir, 4) + "' -n 4 --tensors s.pt",
-                                            dir.path());
+  const auto out = gantry::test::run_gantry("sample -c '" + ckpt(dir, 4) + "' -n 4 --tensors s.pt", dir.path());
   ASSERT_EQ(out.exit_code, 0) << out.err;
   EXPECT_NE(out.out.find("sampling with the EMA weights (ema.decay 0.5, 2 tensors)"), std::string::npos) << out.out;
   const auto bytes = gantry::test::read_text(dir.path() / "s.pt");

@@ -32,8 +32,7 @@ std::string open_error(const std::string& path) {
 }
 
 ExperimentConfig config_with(const std::string& plugin, const std::string& system_yaml = "") {
-  return ExperimentConfig::parse("name: t\nsystem:\n  plugin: " + plugin + "\n" + system_yaml,
-                                 "test.yaml");
+  return ExperimentConfig::parse("name: t\nsystem:\n  plugin: " + plugin + "\n" + system_yaml, "test.yaml");
 }
 
 }  // namespace
@@ -87,9 +86,11 @@ TEST(PluginLoader, WrongAbiVersionNamesBothSides) {
 TEST(PluginLoader, ANewerAbiMinorIsRefusedNamingBothSides) {
   const auto msg = open_error(plugin_path("newer_minor"));
   const std::string runner = std::to_string(GANTRY_ABI_VERSION_MAJOR) + "." + std::to_string(GANTRY_ABI_VERSION_MINOR);
-  const std::string plugin = std::to_string(GANTRY_ABI_VERSION_MAJOR) + "." + std::to_string(GANTRY_ABI_VERSION_MINOR + 1);
-  EXPECT_NE(msg.find(plugin_path("newer_minor") + " uses gantry ABI " + plugin + ", newer than this runner's " + runner),
-            std::string::npos)
+  const std::string plugin =
+      std::to_string(GANTRY_ABI_VERSION_MAJOR) + "." + std::to_string(GANTRY_ABI_VERSION_MINOR + 1);
+  EXPECT_NE(
+      msg.find(plugin_path("newer_minor") + " uses gantry ABI " + plugin + ", newer than this runner's " + runner),
+      std::string::npos)
       << msg;
   // The plugins built by this tree (same minor) load.
   EXPECT_NO_THROW(Plugin::open(plugin_path("tiny")));
@@ -118,9 +119,8 @@ TEST(PluginLoader, APluginBuiltAgainstTheFrozenSdk10Trains) {
 
 TEST(PluginLoader, OtherLibTorchVersionNamesBothSides) {
   const auto msg = open_error(plugin_path("other_torch"));
-  EXPECT_NE(msg.find("was built against LibTorch 2.11, this runner uses " +
-                     std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
-                     ": rebuild the plugin"),
+  EXPECT_NE(msg.find("was built against LibTorch 2.11, this runner uses " + std::to_string(TORCH_VERSION_MAJOR) + "." +
+                     std::to_string(TORCH_VERSION_MINOR) + ": rebuild the plugin"),
             std::string::npos)
       << msg;
 }
@@ -169,7 +169,7 @@ TEST(PluginLoader, ListsEveryPluginWithManifestOrError) {
   // tiny, tiny_sdk_1_0, throws (a good manifest; it fails only when constructed),
   // and in a CUDA build graph_probe (tests/plugins/graph_probe.cpp).
   EXPECT_EQ(good, 3 + GANTRY_WITH_CUDA);
-  EXPECT_EQ(bad, 5);   // wrong_abi, newer_minor, other_torch, no_factory, notalib
+  EXPECT_EQ(bad, 5);  // wrong_abi, newer_minor, other_torch, no_factory, notalib
 }
 
 TEST(PluginLoader, TheManifestIsReadFromTheFileWithoutLoadingIt) {
@@ -210,9 +210,10 @@ TEST(PluginLoader, APluginLinkedAgainstAnotherLibTorchsLibrariesIsRefusedBeforeL
     gantry::check_plugin_file("libgan.so", elf);
     FAIL() << "a plugin needing libc10.so.1.9 passed";
   } catch (const gantry::PluginError& e) {
-    EXPECT_EQ(std::string(e.what()), "plugin libgan.so is linked against libc10.so.1.9 (LibTorch 1.9), this runner uses " +
-                                         std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
-                                         ": rebuild the plugin against this runner's LibTorch (headers and libraries)");
+    EXPECT_EQ(std::string(e.what()),
+              "plugin libgan.so is linked against libc10.so.1.9 (LibTorch 1.9), this runner uses " +
+                  std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) +
+                  ": rebuild the plugin against this runner's LibTorch (headers and libraries)");
   }
 }
 
@@ -223,9 +224,15 @@ namespace {
 const std::string kTinyConfig = gantry::test::source_path("tests/sdk_plugin/tiny.yaml");
 
 std::vector<std::string> throws_in(const std::string& hook) {
-  return {"system.plugin=" + plugin_path("throws"), "system.throw_in=" + hook, "data.batch_size=4",
-          "trainer.val_every_n_epochs=1", "trainer.image_every_n_steps=1", "checkpoint.every_n_steps=1",
-          "trainer.progress=none", "monitor.enabled=false", "trainer.threads=1"};
+  return {"system.plugin=" + plugin_path("throws"),
+          "system.throw_in=" + hook,
+          "data.batch_size=4",
+          "trainer.val_every_n_epochs=1",
+          "trainer.image_every_n_steps=1",
+          "checkpoint.every_n_steps=1",
+          "trainer.progress=none",
+          "monitor.enabled=false",
+          "trainer.threads=1"};
 }
 
 // Trains the throws plugin `steps` batches with system.throw_in=hook: the
@@ -262,16 +269,16 @@ void expect_line(const std::string& what, const std::string& head, const std::st
 // step where there is one. Hooks of training, then those of inference on a
 // trained checkpoint (gantry sample, the quality score, serving).
 TEST(PluginSystem, EveryHookThatThrowsIsOneLineNamingPluginAndHook) {
-  for (const std::string hook : {"modules", "configure_optimizers", "data_spec", "train_dataset", "val_dataset",
-                                 "configure_schedulers"})
+  for (const std::string hook :
+       {"modules", "configure_optimizers", "data_spec", "train_dataset", "val_dataset", "configure_schedulers"})
     expect_line(train_throwing(hook, 2), "plugin throws: " + hook + " failed: ", hook);
   expect_line(train_throwing("log_samples", 2), "plugin throws: log_samples failed at step 0: ", "log_samples");
   expect_line(train_throwing("training_step", 2), "plugin throws: training_step failed at step 0: ", "training_step");
   expect_line(train_throwing("extra_state", 2), "plugin throws: extra_state failed at step 1: ", "extra_state");
-  expect_line(train_throwing("validation_step", 3), "plugin throws: validation_step failed at step 2: ",
-              "validation_step");
-  expect_line(train_throwing("lr_factor", 2), "plugin throws: the lr factor of optimizer sgd at t=1 failed: ",
-              "lr_factor");
+  expect_line(train_throwing("validation_step", 3),
+              "plugin throws: validation_step failed at step 2: ", "validation_step");
+  expect_line(train_throwing("lr_factor", 2),
+              "plugin throws: the lr factor of optimizer sgd at t=1 failed: ", "lr_factor");
   std::string ckpt;
   ASSERT_EQ(train_throwing("none", 2, {}, &ckpt), "");
   expect_line(train_throwing("load_extra_state", 3, {"trainer.resume=" + ckpt}),
@@ -311,8 +318,9 @@ TEST(PluginSystem, A10PluginGetsTheDefaultsOfTheHooksItLacks) {
     s.check_features();
     ADD_FAILURE() << "a 1.0 plugin has no features()";
   } catch (const PluginError& e) {
-    EXPECT_STREQ(e.what(), "plugin tiny is built against SDK 1.0, which has no features(); a feature model needs "
-                           "SDK 1.2 (plugins/classifier)");
+    EXPECT_STREQ(e.what(),
+                 "plugin tiny is built against SDK 1.0, which has no features(); a feature model needs "
+                 "SDK 1.2 (plugins/classifier)");
   }
 }
 
@@ -352,8 +360,9 @@ TEST(PluginSystem, OwnDataAndImagesAreOneKindOfData) {
     gan.use_images(images);
     ADD_FAILURE() << "images of another shape were taken";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("/data/eight-idx3-ubyte: samples are [1, 2, 2], plugin gan expects [1, 28, 28]"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("/data/eight-idx3-ubyte: samples are [1, 2, 2], plugin gan expects [1, 28, 28]"),
+        std::string::npos)
         << e.what();
   }
   tiny.use_images(images);  // tiny's DataSpec has no shape: any image is a sample
@@ -381,13 +390,14 @@ TEST(PluginSystem, APluginCrashIsOneLineAndTheRunLogSaysFailed) {
     int exit_code;
     std::string line;
   };
-  for (const Case& c : {Case{"segv", 128 + SIGSEGV, "gantry: error: plugin throws crashed with SIGSEGV in training_step at step 5"},
-                        Case{"abort", 128 + SIGABRT,
-                             "gantry: error: plugin throws crashed with SIGABRT (std::abort, or an exception nothing "
-                             "caught) in training_step at step 5"},
-                        Case{"throw42", 1,
-                             "gantry: error: plugin throws: training_step failed at step 5: it threw something that is "
-                             "not a std::exception (no message)"}}) {
+  for (const Case& c :
+       {Case{"segv", 128 + SIGSEGV, "gantry: error: plugin throws crashed with SIGSEGV in training_step at step 5"},
+        Case{"abort", 128 + SIGABRT,
+             "gantry: error: plugin throws crashed with SIGABRT (std::abort, or an exception nothing "
+             "caught) in training_step at step 5"},
+        Case{"throw42", 1,
+             "gantry: error: plugin throws: training_step failed at step 5: it threw something that is "
+             "not a std::exception (no message)"}}) {
     gantry::test::TempDir dir;
     const auto r = gantry::test::run_gantry("train '" + kTinyConfig + "' system.plugin=" + plugin_path("throws") +
                                                 " system.throw_in=none system.crash=" + c.how +
@@ -473,7 +483,8 @@ TEST(PluginSystem, ValidationReducesAsCtxLogAsks) {
       const auto at = std::find(header.begin(), header.end(), "val_n") - header.begin();
       if (static_cast<size_t>(at) < cells.size() && !cells[at].empty() && row != rows.front()) last = cells;
     }
-    ASSERT_FALSE(last.empty()) << command << ": no validation row\n" << gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
+    ASSERT_FALSE(last.empty()) << command << ": no validation row\n"
+                               << gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
     auto column = [&](const std::string& name) {
       const auto at = std::find(header.begin(), header.end(), name) - header.begin();
       return static_cast<size_t>(at) < last.size() ? std::atof(last[at].c_str()) : -1.0;

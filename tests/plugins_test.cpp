@@ -15,9 +15,10 @@ namespace {
 
 const std::string kRing = gantry::test::source_path("configs/wgan_gp_ring.yaml");
 // Narrow layers keep the test quick; the algorithm is the same.
-const std::string kSmall = " system.generator_hidden=[64,64] system.critic_hidden=[64,64] data.batch_size=64"
-                           " trainer.log_every_n_steps=5 trainer.image_every_n_steps=10 checkpoint.every_n_steps=10"
-                           " trainer.progress=none";
+const std::string kSmall =
+    " system.generator_hidden=[64,64] system.critic_hidden=[64,64] data.batch_size=64"
+    " trainer.log_every_n_steps=5 trainer.image_every_n_steps=10 checkpoint.every_n_steps=10"
+    " trainer.progress=none";
 
 std::filesystem::path ckpt(const TempDir& d, const std::string& experiment, int step) {
   char name[64];
@@ -41,8 +42,8 @@ TEST(Plugins, WganGpOnItsOwnRingTrainsOnTwoRanksAndResumesExactly) {
   // 1 rank: 20 steps straight vs 10 + a resume to 20 (mid-epoch, 5 batches a step).
   r = run_gantry("train '" + kRing + "'" + kSmall + " trainer.max_steps=20", straight.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_gantry("train '" + kRing + "'" + kSmall + " trainer.max_steps=20 trainer.resume=" +
-                     ckpt(straight, "wgan_gp_ring", 10).string(),
+  r = run_gantry("train '" + kRing + "'" + kSmall +
+                     " trainer.max_steps=20 trainer.resume=" + ckpt(straight, "wgan_gp_ring", 10).string(),
                  resumed.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   gantry::test::expect_same_weights(ckpt(straight, "wgan_gp_ring", 20).string(),
@@ -63,8 +64,8 @@ TEST(Plugins, WganGpOnItsOwnRingTrainsOnTwoRanksAndResumesExactly) {
 
 TEST(Plugins, WganGpTrainsOnFashionMnist) {
   TempDir dir;
-  const auto r = run_gantry("train '" + gantry::test::source_path("configs/wgan_gp_fashion_mnist.yaml") + "'" +
-                                kSmall + " trainer.max_steps=10",
+  const auto r = run_gantry("train '" + gantry::test::source_path("configs/wgan_gp_fashion_mnist.yaml") + "'" + kSmall +
+                                " trainer.max_steps=10",
                             dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("done at step 10 (epoch 0): trainer.max_steps=10 reached"), std::string::npos) << r.out;
@@ -74,8 +75,9 @@ TEST(Plugins, WganGpTrainsOnFashionMnist) {
 namespace {
 
 // DCGAN narrowed (8 channels wide instead of 64): the same layers and step.
-const std::string kDcganSmall = " system.ngf=8 system.ndf=8 data.batch_size=16 trainer.log_every_n_steps=2"
-                                " trainer.image_every_n_steps=4 checkpoint.every_n_steps=4 trainer.progress=none";
+const std::string kDcganSmall =
+    " system.ngf=8 system.ndf=8 data.batch_size=16 trainer.log_every_n_steps=2"
+    " trainer.image_every_n_steps=4 checkpoint.every_n_steps=4 trainer.progress=none";
 
 }  // namespace
 
@@ -89,8 +91,8 @@ TEST(Plugins, DcganTrainsOnTwoRanksAndResumesExactly) {
   // 8 steps straight vs 4 + a resume to 8: BatchNorm's running statistics and both Adams come back.
   r = run_gantry("train '" + cfg + "'" + kDcganSmall + " trainer.max_steps=8", straight.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_gantry("train '" + cfg + "'" + kDcganSmall + " trainer.max_steps=8 trainer.resume=" +
-                     ckpt(straight, "dcgan_fashion_mnist", 4).string(),
+  r = run_gantry("train '" + cfg + "'" + kDcganSmall +
+                     " trainer.max_steps=8 trainer.resume=" + ckpt(straight, "dcgan_fashion_mnist", 4).string(),
                  resumed.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   gantry::test::expect_same_weights(ckpt(straight, "dcgan_fashion_mnist", 8).string(),
@@ -122,10 +124,10 @@ TEST(Plugins, DcganTrainsOnCifar10FormatFilesInColour) {
   ASSERT_GT(png.size(), 26u);
   EXPECT_EQ(png[25], 2) << "the grid is not an RGB PNG";  // IHDR colour type 2: truecolour
   // The 28x28 gray model on the same files: one line naming both shapes.
-  const auto bad = run_gantry("train '" + gantry::test::source_path("configs/dcgan_cifar10.yaml") + "'" + kDcganSmall +
-                                  " trainer.max_steps=4 system.channels=1 system.height=28 system.width=28 data.path=" +
-                                  dir.path().string(),
-                              dir.path());
+  const auto bad = run_gantry(
+      "train '" + gantry::test::source_path("configs/dcgan_cifar10.yaml") + "'" + kDcganSmall +
+          " trainer.max_steps=4 system.channels=1 system.height=28 system.width=28 data.path=" + dir.path().string(),
+      dir.path());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("samples are [3, 32, 32], plugin dcgan expects [1, 28, 28]"), std::string::npos) << bad.err;
 }
@@ -139,13 +141,14 @@ TEST(Plugins, TheBasicGanTrainsOnAFolderOfImagesResizedToItsShape) {
       img.width = img.height = 32;
       img.channels = 3;
       for (int p = 0; p < 32 * 32; ++p)
-        for (int ch = 0; ch < 3; ++ch) img.pixels.push_back(static_cast<uint8_t>((p * (c + 1) + i * 9 + ch * 50) % 256));
+        for (int ch = 0; ch < 3; ++ch)
+          img.pixels.push_back(static_cast<uint8_t>((p * (c + 1) + i * 9 + ch * 50) % 256));
       const auto folder = dir.path() / "images" / ("class" + std::to_string(c));
       std::filesystem::create_directories(folder);
       gantry::test::write_text((folder / ("img" + std::to_string(i) + ".png")).string(), gantry::encode_png(img));
     }
-  const auto r = run_gantry("train '" + gantry::test::kDemo + "' data.format=image_folder data.path=" +
-                                (dir.path() / "images").string() +
+  const auto r = run_gantry("train '" + gantry::test::kDemo +
+                                "' data.format=image_folder data.path=" + (dir.path() / "images").string() +
                                 " data.batch_size=8 trainer.max_steps=3 trainer.progress=none",
                             dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

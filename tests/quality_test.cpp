@@ -33,7 +33,8 @@ std::string trained_classifier() {
   EXPECT_GE(lock, 0);
   ::flock(lock, LOCK_EX);
   const std::string stamp =
-      std::to_string(fs::last_write_time(std::string(GANTRY_PLUGIN_DIR) + "/libclassifier.so").time_since_epoch().count()) +
+      std::to_string(
+          fs::last_write_time(std::string(GANTRY_PLUGIN_DIR) + "/libclassifier.so").time_since_epoch().count()) +
       "\n" + gantry::test::read_text(kClassifierConfig);
   if (gantry::test::read_text((dir / "done").string()) != stamp) {
     fs::remove_all(dir / "runs");
@@ -106,7 +107,8 @@ TEST(Quality, TheClassifierReaches90PercentAndRealImagesScoreNearZero) {
   model.add(torch::rand({10000, 1, 28, 28}) * 2 - 1, -1, 1, noise, 500);
   const double noise_vs_real = gantry::frechet_distance(noise, real);
   std::cout << "FD train vs test " << real_vs_real << ", noise vs test " << noise_vs_real << "; class entropy: test "
-            << real.class_entropy() << ", train " << train_stats.class_entropy() << ", noise " << noise.class_entropy() << "\n";
+            << real.class_entropy() << ", train " << train_stats.class_entropy() << ", noise " << noise.class_entropy()
+            << "\n";
   EXPECT_GE(real_vs_real, 0);
   EXPECT_LT(real_vs_real, 0.01 * noise_vs_real);
   EXPECT_EQ(gantry::frechet_distance(real, real), 0) << "a distribution against itself (clamped at 0)";
@@ -118,9 +120,9 @@ TEST(Quality, TheClassifierReaches90PercentAndRealImagesScoreNearZero) {
 TEST(Quality, TheScoreFallsAsTheGanTrainsLeavesItsLossesAndRepeats) {
   const std::string classifier = trained_classifier();
   TempDir scored, plain, again;
-  const std::string args = "train '" + kQualityConfig + "'" + kQuick +
-                           " trainer.max_epochs=1 metrics.quality_every_n_steps=469 metrics.quality_classifier=" +
-                           classifier;
+  const std::string args =
+      "train '" + kQualityConfig + "'" + kQuick +
+      " trainer.max_epochs=1 metrics.quality_every_n_steps=469 metrics.quality_classifier=" + classifier;
   auto r = run_gantry(args, scored.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("quality at step 469: FD "), std::string::npos) << r.out;
@@ -188,9 +190,9 @@ TEST(Quality, TwoRanksShareTheSamplesAndAgreeWithOne) {
 
 TEST(Quality, AMissingOrUnfitClassifierIsOneLineNamingIt) {
   TempDir dir;
-  auto r = run_gantry("train '" + kQualityConfig + "'" + kQuick +
-                          " trainer.max_steps=1 metrics.quality_classifier=no/such/dir",
-                      dir.path());
+  auto r = run_gantry(
+      "train '" + kQualityConfig + "'" + kQuick + " trainer.max_steps=1 metrics.quality_classifier=no/such/dir",
+      dir.path());
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("metrics.quality_classifier: no/such/dir does not exist"), std::string::npos) << r.err;
 
@@ -217,7 +219,8 @@ TEST(Quality, AMissingOrUnfitClassifierIsOneLineNamingIt) {
   }
   r = run_gantry("train '" + kQualityConfig + "'" + kQuick +
                      " trainer.max_steps=1 system.height=32 system.width=32 data.format=image_folder data.batch_size=2"
-                     " data.path=" + images.string() + " metrics.quality_classifier=" + trained_classifier(),
+                     " data.path=" +
+                     images.string() + " metrics.quality_classifier=" + trained_classifier(),
                  dir.path());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("metrics.quality_classifier: plugin gan generates [1, 32, 32] samples, plugin classifier"),
@@ -229,8 +232,9 @@ TEST(Quality, AMissingOrUnfitClassifierIsOneLineNamingIt) {
   r = run_gantry("validate '" + kQualityConfig + "' metrics.quality_classifier=" + trained_classifier(), dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("quality score: plugin classifier from "), std::string::npos) << r.out;
-  r = run_gantry("validate '" + kQualityConfig + "' system.height=32 system.width=32 data.format=image_folder data.path=" +
-                     images.string() + " metrics.quality_classifier=" + trained_classifier(),
+  r = run_gantry("validate '" + kQualityConfig +
+                     "' system.height=32 system.width=32 data.format=image_folder data.path=" + images.string() +
+                     " metrics.quality_classifier=" + trained_classifier(),
                  dir.path());
   EXPECT_NE(r.err.find("plugin gan generates [1, 32, 32] samples, plugin classifier"), std::string::npos) << r.err;
   r = run_gantry("validate '" + kQualityConfig + "' metrics.quality_classifier=", dir.path());

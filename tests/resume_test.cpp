@@ -18,8 +18,8 @@
 
 using namespace gantry;
 using gantry::test::kDemo;
-using gantry::test::TempDir;
 using gantry::test::state_dict_of;
+using gantry::test::TempDir;
 
 namespace {
 
@@ -74,7 +74,8 @@ void check_kill_and_resume(const std::string& verb) {
   EXPECT_NE(b.out.find("resume: "), std::string::npos) << b.out;
   EXPECT_NE(b.out.find("step_0000100.ckpt"), std::string::npos) << b.out;
 
-  const auto sa = state_dict_of((straight.path() / "runs/gan_fashion_mnist/latest/checkpoints/step_0000200.ckpt").string());
+  const auto sa =
+      state_dict_of((straight.path() / "runs/gan_fashion_mnist/latest/checkpoints/step_0000200.ckpt").string());
   const auto sb = state_dict_of((exp / "latest/checkpoints/step_0000200.ckpt").string());
   ASSERT_EQ(sa.size(), sb.size());
   for (const auto& e : sa)
@@ -90,9 +91,7 @@ void check_kill_and_resume(const std::string& verb) {
 
 TEST(Resume, KilledAfterCheckpointThenResumedIsBitIdentical_OneRank) { check_kill_and_resume("train"); }
 
-TEST(Resume, KilledAfterCheckpointThenResumedIsBitIdentical_TwoRanks) {
-  check_kill_and_resume("launch -n 2");
-}
+TEST(Resume, KilledAfterCheckpointThenResumedIsBitIdentical_TwoRanks) { check_kill_and_resume("launch -n 2"); }
 
 TEST(Resume, AutoSkipsACorruptNewestCheckpointWithAWarning) {
   TempDir dir;
@@ -125,8 +124,7 @@ TEST(Resume, KeepLastPrunesOldCheckpoints) {
                 .exit_code,
             0);
   std::vector<std::string> names;
-  for (const auto& e :
-       std::filesystem::directory_iterator(dir.path() / "runs/gan_fashion_mnist/latest/checkpoints"))
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() / "runs/gan_fashion_mnist/latest/checkpoints"))
     names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"step_0000040.ckpt", "step_0000050.ckpt"}));

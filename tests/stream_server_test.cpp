@@ -99,7 +99,7 @@ TEST(StreamServer, LateClientGetsFullHistoryThenLiveWithoutGapAndWrongTokenIsRej
   std::string last_kind;
   while (last_kind != "finished") {
     const auto m = late.next();
-    if (m.seq == 0) continue;  // per-connection notices
+    if (m.seq == 0) continue;                        // per-connection notices
     ASSERT_EQ(m.seq, expect) << "gap or duplicate";  // NOLINT
     ++expect;
     if (m.seq == 1) {
@@ -132,8 +132,8 @@ TEST(StreamServer, MalformedOversizedOrUnexpectedClientMessagesCloseThatClientOn
     return bool(ec);  // closed, reset or broken: anything but a message
   };
   const std::string hello = wire::encode({0, wire::Hello{wire::kProtocolVersion, "tok", 0}});
-  EXPECT_TRUE(closed_after("garbage", ""));                                          // malformed
-  EXPECT_TRUE(closed_after(std::string(2 << 20, 'x'), ""));                          // oversized
+  EXPECT_TRUE(closed_after("garbage", ""));                                         // malformed
+  EXPECT_TRUE(closed_after(std::string(2 << 20, 'x'), ""));                         // oversized
   EXPECT_TRUE(closed_after(hello, wire::encode({0, wire::Event{"x", 0, 0, ""}})));  // unexpected
   // The server still serves a well-behaved client, and publishes to it.
   Client good(server.port());
@@ -175,7 +175,8 @@ TEST(StreamServer, AHelloAheadOfTheRunGetsTheRealNextSeq) {
     const auto w = c.next();
     ASSERT_TRUE(std::holds_alternative<wire::Welcome>(w.payload));
     EXPECT_EQ(std::get<wire::Welcome>(w.payload).next_seq, 150u) << claimed;
-    for (int i = 0; i < 100 && s.server->clients() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 100 && s.server->clients() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   // A client behind the run still gets its backfill from last_seq + 1.
   Client behind(s.server->port());

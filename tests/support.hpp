@@ -18,9 +18,9 @@
 #include "gantry/errors.hpp"
 
 /// First line of a *_CUDA test: skipped where no CUDA device is present.
-#define GANTRY_REQUIRE_CUDA()                                                    \
-  do {                                                                           \
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here";     \
+#define GANTRY_REQUIRE_CUDA()                                                \
+  do {                                                                       \
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device here"; \
   } while (0)
 
 namespace gantry::test {
@@ -62,9 +62,7 @@ inline std::string plugin_path(const std::string& name) {
 
 inline std::string gan_plugin_path() { return std::string(GANTRY_PLUGIN_DIR) + "/libgan.so"; }
 
-inline std::string source_path(const std::string& rel) {
-  return std::string(GANTRY_SOURCE_DIR) + "/" + rel;
-}
+inline std::string source_path(const std::string& rel) { return std::string(GANTRY_SOURCE_DIR) + "/" + rel; }
 
 /// The demo experiment (configs/gan_fashion_mnist.yaml).
 inline const std::string kDemo = source_path("configs/gan_fashion_mnist.yaml");
@@ -80,8 +78,7 @@ struct CommandResult {
 
 /// Runs the gantry CLI with `args` (shell-quoted by the caller) in `cwd`.
 /// `env`: assignments put before the command ("LD_PRELOAD=...").
-inline CommandResult run_gantry(const std::string& args, const std::string& cwd = ".",
-                                const std::string& env = "") {
+inline CommandResult run_gantry(const std::string& args, const std::string& cwd = ".", const std::string& env = "") {
   TempDir io;
   const std::string cmd = "cd '" + cwd + "' && " + env + " '" + std::string(GANTRY_BIN) + "' " + args + " >'" +
                           (io / "out") + "' 2>'" + (io / "err") + "' </dev/null";
@@ -146,8 +143,8 @@ inline std::vector<std::pair<pid_t, int>> children_of(pid_t parent) {
 inline pid_t spawn_gantry(const std::string& args, const std::string& cwd, const std::string& log) {
   const pid_t pid = ::fork();
   if (pid == 0) {
-    const std::string cmd = "cd '" + cwd + "' && exec '" + std::string(GANTRY_BIN) + "' " + args +
-                            " >'" + log + "' 2>&1";
+    const std::string cmd =
+        "cd '" + cwd + "' && exec '" + std::string(GANTRY_BIN) + "' " + args + " >'" + log + "' 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
     ::_exit(127);
   }
@@ -168,8 +165,10 @@ inline std::vector<std::string> lines_of(const std::string& text) {
 inline std::vector<std::string> split(const std::string& line, char sep) {
   std::vector<std::string> out(1);
   for (char c : line) {
-    if (c == sep) out.emplace_back();
-    else out.back() += c;
+    if (c == sep)
+      out.emplace_back();
+    else
+      out.back() += c;
   }
   return out;
 }
@@ -191,8 +190,7 @@ inline std::string rows_without_wall_time(const std::string& csv) {
 inline std::string idx_bytes(const std::vector<uint32_t>& dims, const std::string& data) {
   std::string b = {0, 0, 8, static_cast<char>(dims.size())};
   for (uint32_t d : dims)
-    b += {static_cast<char>(d >> 24), static_cast<char>(d >> 16), static_cast<char>(d >> 8),
-          static_cast<char>(d)};
+    b += {static_cast<char>(d >> 24), static_cast<char>(d >> 16), static_cast<char>(d >> 8), static_cast<char>(d)};
   return b + data;
 }
 

@@ -68,9 +68,8 @@ TEST(Training, GanLearnsOnFashionMnistIn200Steps) {
   TempDir dir;
   const auto cfg = ExperimentConfig::load(
       gantry::test::source_path("configs/gan_fashion_mnist.yaml"),
-      {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=200",
-       "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=200", "trainer.progress=none",
-       "checkpoint.every_n_steps=0"});
+      {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=200", "trainer.log_every_n_steps=10",
+       "trainer.image_every_n_steps=200", "trainer.progress=none", "checkpoint.every_n_steps=0"});
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
   const FitResult r = Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
   EXPECT_EQ(r.state.global_step, 200);
@@ -113,16 +112,16 @@ TEST(Training, GanLearnsOnFashionMnistIn200Steps) {
   const auto h_real = tile_histogram(real_grid);
   const double d0 = l1(tile_histogram(at0), h_real), d200 = l1(tile_histogram(at200), h_real);
   EXPECT_LT(d200, d0 * 0.8) << "histogram L1 to the data: step 0 " << d0 << ", step 200 " << d200;
-  std::cout << "pixel-histogram L1 distance to the data: step 0 " << d0 << ", step 200 " << d200
-            << "; " << r.seconds << " s for 200 steps\n";
+  std::cout << "pixel-histogram L1 distance to the data: step 0 " << d0 << ", step 200 " << d200 << "; " << r.seconds
+            << " s for 200 steps\n";
 }
 
 TEST(Training, NanLossStopsTheRunNamingStepAndMetric) {
   TempDir dir;
-  const auto cfg = ExperimentConfig::load(
-      gantry::test::source_path("configs/gan_fashion_mnist.yaml"),
-      {"system.plugin=" + gantry::test::gan_plugin_path(), "system.lr=1e30", "trainer.max_steps=50",
-       "trainer.progress=none", "trainer.image_every_n_steps=0"});
+  const auto cfg =
+      ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"),
+                             {"system.plugin=" + gantry::test::gan_plugin_path(), "system.lr=1e30",
+                              "trainer.max_steps=50", "trainer.progress=none", "trainer.image_every_n_steps=0"});
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
   try {
     Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
@@ -130,9 +129,7 @@ TEST(Training, NanLossStopsTheRunNamingStepAndMetric) {
   } catch (const TrainingError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("step "), std::string::npos) << msg;
-    EXPECT_TRUE(msg.find("_loss is NaN") != std::string::npos ||
-                msg.find("_loss is Inf") != std::string::npos)
-        << msg;
+    EXPECT_TRUE(msg.find("_loss is NaN") != std::string::npos || msg.find("_loss is Inf") != std::string::npos) << msg;
   }
 }
 
@@ -190,11 +187,11 @@ namespace {
 
 std::string nan_message(const std::string& read_metrics) {
   TempDir dir;
-  const auto cfg = ExperimentConfig::load(
-      gantry::test::source_path("configs/gan_fashion_mnist.yaml"),
-      {"system.plugin=" + gantry::test::gan_plugin_path(), "system.lr=1e30", "trainer.max_steps=50",
-       "trainer.log_every_n_steps=20", "trainer.progress=none", "trainer.image_every_n_steps=0",
-       "trainer.read_metrics=" + read_metrics});
+  const auto cfg =
+      ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"),
+                             {"system.plugin=" + gantry::test::gan_plugin_path(), "system.lr=1e30",
+                              "trainer.max_steps=50", "trainer.log_every_n_steps=20", "trainer.progress=none",
+                              "trainer.image_every_n_steps=0", "trainer.read_metrics=" + read_metrics});
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
   try {
     Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
@@ -213,11 +210,11 @@ TEST(Training, ReadingMetricsOnlyOnLogStepsGivesTheSameRowsAndTheSameNanStep) {
   std::map<std::string, std::string> rows;
   for (std::string mode : {"every_step", "on_log"}) {
     TempDir dir;
-    const auto cfg = ExperimentConfig::load(
-        gantry::test::source_path("configs/gan_fashion_mnist.yaml"),
-        {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=45",
-         "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0", "trainer.progress=none",
-         "trainer.threads=1", "trainer.read_metrics=" + mode});
+    const auto cfg =
+        ExperimentConfig::load(gantry::test::source_path("configs/gan_fashion_mnist.yaml"),
+                               {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=45",
+                                "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0",
+                                "trainer.progress=none", "trainer.threads=1", "trainer.read_metrics=" + mode});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
     Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
     rows[mode] = gantry::test::rows_without_wall_time(gantry::test::read_text(dir / "metrics.csv"));
@@ -237,14 +234,15 @@ TEST(Training, CudaGraphsOnTheCpuSayWhyAndRunEagerly) {
     TempDir dir;
     const auto cfg = ExperimentConfig::load(
         gantry::test::kDemo, {"system.plugin=" + gantry::test::gan_plugin_path(), "trainer.max_steps=30",
-                              "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0",
-                              "trainer.progress=none", "trainer.threads=1", "trainer.cuda_graphs=" + graphs});
+                              "trainer.log_every_n_steps=10", "trainer.image_every_n_steps=0", "trainer.progress=none",
+                              "trainer.threads=1", "trainer.cuda_graphs=" + graphs});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
     testing::internal::CaptureStdout();
     Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
     const std::string out = testing::internal::GetCapturedStdout();
-    const bool said = out.find("cuda graphs: off (trainer.cuda_graphs is for trainer.accelerator=cuda; this run is "
-                               "on the CPU); the step runs eagerly") != std::string::npos;
+    const bool said = out.find(
+                          "cuda graphs: off (trainer.cuda_graphs is for trainer.accelerator=cuda; this run is "
+                          "on the CPU); the step runs eagerly") != std::string::npos;
     EXPECT_EQ(said, graphs == "true") << out;
     rows[graphs] = gantry::test::rows_without_wall_time(gantry::test::read_text(dir / "metrics.csv"));
   }
@@ -273,8 +271,8 @@ TEST(Training, TheStepContextReportsWhatAStepReadFromTheHost) {
 }
 
 TEST(Config, SixteenMixedIsRefusedNamingTheKey) {
-  const std::string msg = gantry::test::config_error(
-      [] { ExperimentConfig::load(gantry::test::kDemo, {"trainer.precision=16-mixed"}); });
+  const std::string msg =
+      gantry::test::config_error([] { ExperimentConfig::load(gantry::test::kDemo, {"trainer.precision=16-mixed"}); });
   EXPECT_NE(msg.find("trainer.precision"), std::string::npos) << msg;
   EXPECT_NE(msg.find("bf16-mixed"), std::string::npos) << msg;
 }
@@ -309,9 +307,11 @@ TEST(Runtime, TheHeapGetsHugePages) {
   std::map<std::string, long> most;
   for (std::string on : {"true", "false"}) {
     TempDir dir;
-    const pid_t pid = gantry::test::spawn_gantry(
-        "train '" + gantry::test::kDemo + "' trainer.max_steps=150 trainer.threads=1 trainer.progress=none "
-        "trainer.huge_pages=" + on, dir.path().string(), dir / "log.txt");
+    const pid_t pid = gantry::test::spawn_gantry("train '" + gantry::test::kDemo +
+                                                     "' trainer.max_steps=150 trainer.threads=1 trainer.progress=none "
+                                                     "trainer.huge_pages=" +
+                                                     on,
+                                                 dir.path().string(), dir / "log.txt");
     int status = 0;
     bool exited = false;
     for (int i = 0; i < 1200 && !exited; ++i) {  // at most a minute
@@ -372,8 +372,8 @@ TEST(Training, TheLoopCallsItsPointsInOrder) {
   const auto cfg = ExperimentConfig::load(
       gantry::test::source_path("tests/sdk_plugin/tiny.yaml"),
       {"system.plugin=" + gantry::test::plugin_path("tiny"), "system.synthetic=true", "system.pixels=2",
-       "data.batch_size=1024", "trainer.max_steps=6", "trainer.log_every_n_steps=2",
-       "trainer.image_every_n_steps=3", "checkpoint.every_n_steps=4", "trainer.threads=1"});
+       "data.batch_size=1024", "trainer.max_steps=6", "trainer.log_every_n_steps=2", "trainer.image_every_n_steps=3",
+       "checkpoint.every_n_steps=4", "trainer.threads=1"});
   std::vector<std::string> log;
   Trainer trainer(Experiment::build(cfg), dir.path().string());
   trainer.add_callback(std::make_unique<Recorder>(log));

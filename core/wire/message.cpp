@@ -68,54 +68,140 @@ class Reader {
   size_t n_, pos_ = 0;
 };
 
-void put(Writer& w, const Hello& m) { w.u32(m.protocol_version); w.str(m.token); w.u64(m.last_seq); }
-void put(Writer& w, const Welcome& m) { w.u32(m.protocol_version); w.str(m.run_name); w.u64(m.next_seq); }
+void put(Writer& w, const Hello& m) {
+  w.u32(m.protocol_version);
+  w.str(m.token);
+  w.u64(m.last_seq);
+}
+void put(Writer& w, const Welcome& m) {
+  w.u32(m.protocol_version);
+  w.str(m.run_name);
+  w.u64(m.next_seq);
+}
 void put(Writer& w, const RunInfo& m) {
-  w.str(m.name); w.str(m.plugin); w.str(m.plugin_version); w.str(m.manifest); w.str(m.config_yaml);
-  w.u32(m.world_size); w.u32(m.num_nodes); w.f64(m.start_time); w.i64(m.total_steps);
+  w.str(m.name);
+  w.str(m.plugin);
+  w.str(m.plugin_version);
+  w.str(m.manifest);
+  w.str(m.config_yaml);
+  w.u32(m.world_size);
+  w.u32(m.num_nodes);
+  w.f64(m.start_time);
+  w.i64(m.total_steps);
 }
 void put(Writer& w, const Scalars& m) {
   if (m.points.size() > kMaxPoints) throw WireError("too many scalars in one batch");
   w.u32(static_cast<uint32_t>(m.points.size()));
-  for (const auto& s : m.points) { w.i64(s.step); w.f64(s.wall_time); w.str(s.name); w.f64(s.value); }
+  for (const auto& s : m.points) {
+    w.i64(s.step);
+    w.f64(s.wall_time);
+    w.str(s.name);
+    w.f64(s.value);
+  }
 }
 void put(Writer& w, const Image& m) {
-  w.str(m.tag); w.i64(m.step); w.f64(m.wall_time); w.u32(m.width); w.u32(m.height); w.str(m.png);
+  w.str(m.tag);
+  w.i64(m.step);
+  w.f64(m.wall_time);
+  w.u32(m.width);
+  w.u32(m.height);
+  w.str(m.png);
 }
 void put(Writer& w, const RankStatus& m) {
-  w.u32(m.rank); w.str(m.host); w.i64(m.step); w.f64(m.samples_per_s); w.f64(m.rss_mib); w.f64(m.wall_time);
+  w.u32(m.rank);
+  w.str(m.host);
+  w.i64(m.step);
+  w.f64(m.samples_per_s);
+  w.f64(m.rss_mib);
+  w.f64(m.wall_time);
 }
-void put(Writer& w, const Event& m) { w.str(m.kind); w.i64(m.step); w.f64(m.wall_time); w.str(m.text); }
+void put(Writer& w, const Event& m) {
+  w.str(m.kind);
+  w.i64(m.step);
+  w.f64(m.wall_time);
+  w.str(m.text);
+}
 
 Payload get_payload(uint8_t type, Reader& r) {
   switch (type) {
-    case 1: { Hello m; m.protocol_version = r.u32("Hello.protocol_version"); m.token = r.str("Hello.token");
-              m.last_seq = r.u64("Hello.last_seq"); r.skip_appended(); return m; }
-    case 2: { Welcome m; m.protocol_version = r.u32("Welcome.protocol_version"); m.run_name = r.str("Welcome.run_name");
-              m.next_seq = r.u64("Welcome.next_seq"); r.skip_appended(); return m; }
-    case 3: { RunInfo m; m.name = r.str("RunInfo.name"); m.plugin = r.str("RunInfo.plugin");
-              m.plugin_version = r.str("RunInfo.plugin_version"); m.manifest = r.str("RunInfo.manifest");
-              m.config_yaml = r.str("RunInfo.config_yaml"); m.world_size = r.u32("RunInfo.world_size");
-              m.num_nodes = r.u32("RunInfo.num_nodes"); m.start_time = r.f64("RunInfo.start_time");
-              if (!r.at_end()) m.total_steps = r.i64("RunInfo.total_steps");  // appended field: optional
-              r.skip_appended(); return m; }
-    case 4: { Scalars m; const uint32_t n = r.u32("Scalars.count");
-              if (n > kMaxPoints) throw WireError("Scalars.count " + std::to_string(n) + " too large");
-              for (uint32_t i = 0; i < n; ++i) {
-                Scalar s; s.step = r.i64("Scalar.step"); s.wall_time = r.f64("Scalar.wall_time");
-                s.name = r.str("Scalar.name"); s.value = r.f64("Scalar.value"); m.points.push_back(std::move(s));
-              }
-              r.skip_appended(); return m; }
-    case 5: { Image m; m.tag = r.str("Image.tag"); m.step = r.i64("Image.step"); m.wall_time = r.f64("Image.wall_time");
-              m.width = r.u32("Image.width"); m.height = r.u32("Image.height"); m.png = r.str("Image.png");
-              r.skip_appended(); return m; }
-    case 6: { RankStatus m; m.rank = r.u32("RankStatus.rank"); m.host = r.str("RankStatus.host");
-              m.step = r.i64("RankStatus.step"); m.samples_per_s = r.f64("RankStatus.samples_per_s");
-              m.rss_mib = r.f64("RankStatus.rss_mib"); m.wall_time = r.f64("RankStatus.wall_time");
-              r.skip_appended(); return m; }
-    case 7: { Event m; m.kind = r.str("Event.kind"); m.step = r.i64("Event.step"); m.wall_time = r.f64("Event.wall_time");
-              m.text = r.str("Event.text"); r.skip_appended(); return m; }
-    default: throw WireError("unknown message type " + std::to_string(type));
+    case 1: {
+      Hello m;
+      m.protocol_version = r.u32("Hello.protocol_version");
+      m.token = r.str("Hello.token");
+      m.last_seq = r.u64("Hello.last_seq");
+      r.skip_appended();
+      return m;
+    }
+    case 2: {
+      Welcome m;
+      m.protocol_version = r.u32("Welcome.protocol_version");
+      m.run_name = r.str("Welcome.run_name");
+      m.next_seq = r.u64("Welcome.next_seq");
+      r.skip_appended();
+      return m;
+    }
+    case 3: {
+      RunInfo m;
+      m.name = r.str("RunInfo.name");
+      m.plugin = r.str("RunInfo.plugin");
+      m.plugin_version = r.str("RunInfo.plugin_version");
+      m.manifest = r.str("RunInfo.manifest");
+      m.config_yaml = r.str("RunInfo.config_yaml");
+      m.world_size = r.u32("RunInfo.world_size");
+      m.num_nodes = r.u32("RunInfo.num_nodes");
+      m.start_time = r.f64("RunInfo.start_time");
+      if (!r.at_end()) m.total_steps = r.i64("RunInfo.total_steps");  // appended field: optional
+      r.skip_appended();
+      return m;
+    }
+    case 4: {
+      Scalars m;
+      const uint32_t n = r.u32("Scalars.count");
+      if (n > kMaxPoints) throw WireError("Scalars.count " + std::to_string(n) + " too large");
+      for (uint32_t i = 0; i < n; ++i) {
+        Scalar s;
+        s.step = r.i64("Scalar.step");
+        s.wall_time = r.f64("Scalar.wall_time");
+        s.name = r.str("Scalar.name");
+        s.value = r.f64("Scalar.value");
+        m.points.push_back(std::move(s));
+      }
+      r.skip_appended();
+      return m;
+    }
+    case 5: {
+      Image m;
+      m.tag = r.str("Image.tag");
+      m.step = r.i64("Image.step");
+      m.wall_time = r.f64("Image.wall_time");
+      m.width = r.u32("Image.width");
+      m.height = r.u32("Image.height");
+      m.png = r.str("Image.png");
+      r.skip_appended();
+      return m;
+    }
+    case 6: {
+      RankStatus m;
+      m.rank = r.u32("RankStatus.rank");
+      m.host = r.str("RankStatus.host");
+      m.step = r.i64("RankStatus.step");
+      m.samples_per_s = r.f64("RankStatus.samples_per_s");
+      m.rss_mib = r.f64("RankStatus.rss_mib");
+      m.wall_time = r.f64("RankStatus.wall_time");
+      r.skip_appended();
+      return m;
+    }
+    case 7: {
+      Event m;
+      m.kind = r.str("Event.kind");
+      m.step = r.i64("Event.step");
+      m.wall_time = r.f64("Event.wall_time");
+      m.text = r.str("Event.text");
+      r.skip_appended();
+      return m;
+    }
+    default:
+      throw WireError("unknown message type " + std::to_string(type));
   }
 }
 
@@ -130,7 +216,8 @@ std::string encode(const Message& m) {
   Writer body;
   std::visit([&](const auto& x) { put(body, x); }, m.payload);
   const std::string payload = body.take();
-  if (payload.size() + kHeader > kMaxFrame) throw WireError("frame of " + std::to_string(payload.size()) + " bytes is too large");
+  if (payload.size() + kHeader > kMaxFrame)
+    throw WireError("frame of " + std::to_string(payload.size()) + " bytes is too large");
   Writer w;
   w.u8('G');
   w.u8('W');
@@ -147,13 +234,15 @@ Message decode(const void* data, size_t size) {
   if (r.u8("magic") != 'G' || r.u8("magic") != 'W') throw WireError("not a gantry frame (bad magic)");
   const uint8_t version = r.u8("version");
   if (version != kProtocolVersion)
-    throw WireError("protocol version " + std::to_string(version) + ", this side speaks " + std::to_string(kProtocolVersion));
+    throw WireError("protocol version " + std::to_string(version) + ", this side speaks " +
+                    std::to_string(kProtocolVersion));
   const uint8_t type = r.u8("type");
   Message m;
   m.seq = r.u64("seq");
   const uint32_t len = r.u32("length");
   if (len != size - kHeader)
-    throw WireError("length field says " + std::to_string(len) + " bytes, the frame has " + std::to_string(size - kHeader));
+    throw WireError("length field says " + std::to_string(len) + " bytes, the frame has " +
+                    std::to_string(size - kHeader));
   Reader body(static_cast<const uint8_t*>(data) + kHeader, len);
   m.payload = get_payload(type, body);
   return m;

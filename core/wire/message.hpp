@@ -36,14 +36,14 @@ struct Welcome {
 /// What the run is.
 struct RunInfo {
   std::string name;
-  std::string plugin;          ///< manifest name
+  std::string plugin;  ///< manifest name
   std::string plugin_version;
-  std::string manifest;        ///< the manifest's one-line summary
-  std::string config_yaml;     ///< resolved config
+  std::string manifest;     ///< the manifest's one-line summary
+  std::string config_yaml;  ///< resolved config
   uint32_t world_size = 1;
   uint32_t num_nodes = 1;
-  double start_time = 0;       ///< Unix seconds
-  int64_t total_steps = -1;    ///< steps the run will take when known (-1: unknown); appended, optional
+  double start_time = 0;     ///< Unix seconds
+  int64_t total_steps = -1;  ///< steps the run will take when known (-1: unknown); appended, optional
 };
 /// One scalar of one step.
 struct Scalar {

@@ -82,8 +82,8 @@ bool record_at(const char* bytes, size_t n, size_t pos, uint32_t& len) {
 // between intact records (each added to `corrupt`, offsets + `base`);
 // returns the end of the last intact record (what follows is partial, or
 // damaged with nothing intact after it).
-size_t parse_records(const char* bytes, size_t n, std::vector<std::string>& out,
-                     std::vector<CorruptRegion>& corrupt, uint64_t base) {
+size_t parse_records(const char* bytes, size_t n, std::vector<std::string>& out, std::vector<CorruptRegion>& corrupt,
+                     uint64_t base) {
   size_t pos = 0, end = 0;
   while (n - pos >= 8) {
     uint32_t len = 0;
@@ -108,8 +108,7 @@ size_t parse_records(const char* bytes, size_t n, std::vector<std::string>& out,
 
 std::string describe(const std::vector<CorruptRegion>& corrupt) {
   if (corrupt.empty()) return "";
-  std::string s = std::to_string(corrupt.size()) + " damaged record" + (corrupt.size() == 1 ? "" : "s") +
-                  " skipped (";
+  std::string s = std::to_string(corrupt.size()) + " damaged record" + (corrupt.size() == 1 ? "" : "s") + " skipped (";
   for (size_t i = 0; i < corrupt.size() && i < 3; ++i)
     s += (i ? ", " : "") + std::to_string(corrupt[i].bytes) + " bytes at offset " + std::to_string(corrupt[i].offset);
   return s + (corrupt.size() > 3 ? ", ...)" : ")");

@@ -40,9 +40,9 @@ struct CorruptRegion {
 };
 
 struct Replay {
-  std::vector<std::string> frames;  ///< every whole, intact record, in order
-  bool torn_tail = false;           ///< a partial or corrupt record ended the file
-  size_t valid_bytes = 0;           ///< up to the end of the last intact record
+  std::vector<std::string> frames;     ///< every whole, intact record, in order
+  bool torn_tail = false;              ///< a partial or corrupt record ended the file
+  size_t valid_bytes = 0;              ///< up to the end of the last intact record
   std::vector<CorruptRegion> corrupt;  ///< damaged records skipped between intact ones
 };
 

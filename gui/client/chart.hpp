@@ -16,8 +16,8 @@ namespace gantry::client {
 
 /// One run as the charts see it.
 struct ChartRun {
-  std::string name;                                      ///< legend label when several runs are shown
-  const std::map<std::string, Series>* series = nullptr; ///< its metrics by name
+  std::string name;                                       ///< legend label when several runs are shown
+  const std::map<std::string, Series>* series = nullptr;  ///< its metrics by name
   bool visible = true;
   double start_time = 0;  ///< Unix seconds: x = 0 of XAxis::kRelative
 };
@@ -30,17 +30,17 @@ struct ChartOptions {
   bool log_y = false;    ///< y on a log10 scale (values <= 0 are not drawn)
   int columns = 600;     ///< pixel columns of the plot area: decimation keeps ~2 points per column
   XAxis x = XAxis::kStep;
-  bool zoomed = false;   ///< show x in [x_lo, x_hi] (x units) instead of everything
+  bool zoomed = false;  ///< show x in [x_lo, x_hi] (x units) instead of everything
   double x_lo = 0, x_hi = 1;
 };
 
 /// One drawn line: a metric of a run.
 struct ChartLine {
-  size_t run = 0;        ///< index into the runs given
+  size_t run = 0;  ///< index into the runs given
   std::string metric;
-  std::string label;     ///< "g_loss", or "<run>: g_loss" when several runs are shown
-  uint32_t color = 0;    ///< 0xRRGGBB: per metric for one run; per run for several (its 2nd, 3rd metric lighter)
-  std::vector<double> x, y;    ///< the raw points to draw, x in the chart's x units (decimated; y finite, > 0 with log_y)
+  std::string label;         ///< "g_loss", or "<run>: g_loss" when several runs are shown
+  uint32_t color = 0;        ///< 0xRRGGBB: per metric for one run; per run for several (its 2nd, 3rd metric lighter)
+  std::vector<double> x, y;  ///< the raw points to draw, x in the chart's x units (decimated; y finite, > 0 with log_y)
   std::vector<double> sx, sy;  ///< the smoothed line (empty when smoothing is 0)
 };
 
@@ -83,7 +83,7 @@ class ChartModel {
     Decimator raw, smooth;
   };
   std::map<std::pair<std::string, std::string>, Cache> cache_;  // (run, metric)
-  XAxis x_kind_ = XAxis::kStep;  // of the last chart built (the read-out's x)
+  XAxis x_kind_ = XAxis::kStep;                                 // of the last chart built (the read-out's x)
 };
 
 /// The flattened keys ("trainer.max_epochs") whose values differ between the
@@ -109,8 +109,7 @@ struct RunsTable {
 class RunsTableModel {
  public:
   /// `configs`: each run's resolved config YAML ("" while unknown), as `runs`.
-  const RunsTable& update(const std::vector<ChartRun>& runs, const std::vector<std::string>& configs,
-                          size_t most = 4);
+  const RunsTable& update(const std::vector<ChartRun>& runs, const std::vector<std::string>& configs, size_t most = 4);
   const RunsTable& table() const { return table_; }
 
  private:

@@ -9,12 +9,18 @@ namespace gantry::client {
 
 const char* to_string(RunStatus s) {
   switch (s) {
-    case RunStatus::kWaiting: return "waiting";
-    case RunStatus::kRunning: return "running";
-    case RunStatus::kFinished: return "finished";
-    case RunStatus::kStopped: return "stopped";
-    case RunStatus::kRequeued: return "requeued";
-    case RunStatus::kFailed: return "failed";
+    case RunStatus::kWaiting:
+      return "waiting";
+    case RunStatus::kRunning:
+      return "running";
+    case RunStatus::kFinished:
+      return "finished";
+    case RunStatus::kStopped:
+      return "stopped";
+    case RunStatus::kRequeued:
+      return "requeued";
+    case RunStatus::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -23,9 +29,12 @@ std::string duration_text(double s) {
   if (s < 0) return "-";
   const long long t = std::llround(s);
   char buf[48];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%lld h %02lld min", t / 3600, (t % 3600) / 60);
-  else if (t >= 60) std::snprintf(buf, sizeof buf, "%lld min %02lld s", t / 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%lld s", t);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld h %02lld min", t / 3600, (t % 3600) / 60);
+  else if (t >= 60)
+    std::snprintf(buf, sizeof buf, "%lld min %02lld s", t / 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lld s", t);
   return buf;
 }
 

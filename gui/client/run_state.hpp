@@ -51,9 +51,7 @@ class RunState {
   const std::vector<wire::Event>& alerts() const { return alerts_; }
   /// The alert to show now: the newest one, unless the run was resumed after
   /// it (a failed run resumed and finished is finished). nullptr: none.
-  const wire::Event* current_alert() const {
-    return alerts_.size() > alerts_cleared_ ? &alerts_.back() : nullptr;
-  }
+  const wire::Event* current_alert() const { return alerts_.size() > alerts_cleared_ ? &alerts_.back() : nullptr; }
 
   /// Seconds per step over the recent scalars, and the estimated seconds
   /// left (-1 when unknown: no total_steps, or too few points).

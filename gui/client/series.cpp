@@ -32,7 +32,7 @@ std::vector<double> smooth_ema(const std::vector<double>& values, double weight)
 }
 
 const std::vector<double>& Smoother::update(const std::vector<double>& values, double weight,
-                                           uint64_t data_generation) {
+                                            uint64_t data_generation) {
   if (weight != weight_ || values.size() < out_.size() || data_generation != data_generation_) {
     data_generation_ = data_generation;
     ++generation_;
@@ -70,8 +70,8 @@ const std::vector<double>& Smoother::update(const std::vector<double>& values, d
   return out_;
 }
 
-std::vector<size_t> decimate(const std::vector<double>& x, const std::vector<double>& y, double x0,
-                             double x1, int columns) {
+std::vector<size_t> decimate(const std::vector<double>& x, const std::vector<double>& y, double x0, double x1,
+                             int columns) {
   Decimator d;
   return d.decimate(x, y, x0, x1, columns);
 }
@@ -114,8 +114,9 @@ std::vector<size_t> Decimator::decimate(const std::vector<double>& x, const std:
   while (i < end) {
     // The points of this column: [i, stop).
     const long c = column(x[i]);
-    const size_t stop = static_cast<size_t>(
-        std::partition_point(xb + static_cast<long>(i), xb + static_cast<long>(end), [&](double v) { return column(v) <= c; }) - xb);
+    const size_t stop = static_cast<size_t>(std::partition_point(xb + static_cast<long>(i), xb + static_cast<long>(end),
+                                                                 [&](double v) { return column(v) <= c; }) -
+                                            xb);
     size_t lo = kNone, hi = kNone;
     auto consider = [&](size_t k) {
       if (k == kNone) return;

@@ -53,8 +53,8 @@ class Smoother {
 /// (in their order), so spikes stay visible at any zoom, plus the nearest
 /// point on each side outside the range so lines reach the edges. x must be
 /// ascending. Non-finite y values are skipped. At most 2 * columns + 2 indices.
-std::vector<size_t> decimate(const std::vector<double>& x, const std::vector<double>& y, double x0,
-                             double x1, int columns);
+std::vector<size_t> decimate(const std::vector<double>& x, const std::vector<double>& y, double x0, double x1,
+                             int columns);
 
 /// decimate() for a series that grows: the minimum and maximum of every block
 /// of kBlock points are kept and extended as points are appended, so a redraw

@@ -15,12 +15,18 @@ namespace fs = std::filesystem;
 
 const char* to_string(SourceStatus::State s) {
   switch (s) {
-    case SourceStatus::State::kConnecting: return "connecting";
-    case SourceStatus::State::kConnected: return "connected";
-    case SourceStatus::State::kReconnecting: return "reconnecting";
-    case SourceStatus::State::kFollowing: return "following";
-    case SourceStatus::State::kEnded: return "ended";
-    case SourceStatus::State::kRefused: return "refused";
+    case SourceStatus::State::kConnecting:
+      return "connecting";
+    case SourceStatus::State::kConnected:
+      return "connected";
+    case SourceStatus::State::kReconnecting:
+      return "reconnecting";
+    case SourceStatus::State::kFollowing:
+      return "following";
+    case SourceStatus::State::kEnded:
+      return "ended";
+    case SourceStatus::State::kRefused:
+      return "refused";
   }
   return "?";
 }
@@ -144,14 +150,16 @@ std::vector<RunDir> find_runs(const std::vector<std::string>& paths) {
     const fs::path root = fs::path(path).lexically_normal();
     std::vector<fs::path> found;
     collect_runs(root, 3, found);
-    if (found.empty()) throw std::invalid_argument("'" + path + "' holds no gantry run (no stream.gantrylog in 3 levels)");
+    if (found.empty())
+      throw std::invalid_argument("'" + path + "' holds no gantry run (no stream.gantrylog in 3 levels)");
     std::map<fs::path, int> per_parent;
     for (const auto& f : found) ++per_parent[f.parent_path()];
     std::string prefix = paths.size() > 1 ? root.filename().string() : "";
     if (prefix == "latest" || prefix.empty()) prefix = paths.size() > 1 ? root.parent_path().filename().string() : "";
     for (const auto& f : found) {
       // A point or experiment with one run is named by it, not by the run's timestamp.
-      const fs::path named = f != root && per_parent[f.parent_path()] == 1 && f.parent_path() != root ? f.parent_path() : f;
+      const fs::path named =
+          f != root && per_parent[f.parent_path()] == 1 && f.parent_path() != root ? f.parent_path() : f;
       std::string name = named == root ? "" : named.lexically_relative(root).string();
       if (name.rfind("sweep/", 0) == 0) name = name.substr(6);
       if (!prefix.empty()) name = name.empty() || found.size() == 1 ? prefix : prefix + "/" + name;

@@ -23,9 +23,9 @@ struct SourceStatus {
     kRefused,       ///< the server refused us (wrong token, other protocol): no retry
   };
   State state = State::kConnecting;
-  std::string text;      ///< one line for a status bar
-  int attempts = 0;      ///< connection attempts so far
-  uint64_t received = 0; ///< messages received, duplicates included
+  std::string text;       ///< one line for a status bar
+  int attempts = 0;       ///< connection attempts so far
+  uint64_t received = 0;  ///< messages received, duplicates included
 };
 const char* to_string(SourceStatus::State s);
 
@@ -54,7 +54,7 @@ struct Target {
   std::string host;
   uint16_t port = 0;
   std::string token;
-  std::string dir;        ///< the run directory (with stream.gantrylog)
+  std::string dir;  ///< the run directory (with stream.gantrylog)
   std::string describe() const;
 };
 /// Parses what a user typed or pasted; `token` (from --token) fills a missing

@@ -61,17 +61,18 @@ struct StreamClient::Impl : std::enable_shared_from_this<StreamClient::Impl> {
     ws.emplace(ioc);
     buffer.clear();
     const uint64_t gen = ++generation;
-    resolver.async_resolve(host, std::to_string(port), [self = shared_from_this(), gen](beast::error_code ec,
-                                                                                          tcp::resolver::results_type r) {
-      if (gen != self->generation) return;
-      if (ec) return self->failed(gen, "cannot resolve " + self->host + ": " + ec.message());
-      beast::get_lowest_layer(*self->ws).expires_after(std::chrono::seconds(5));
-      beast::get_lowest_layer(*self->ws).async_connect(r, [self, gen](beast::error_code ec, const tcp::endpoint&) {
-        if (gen != self->generation) return;
-        if (ec) return self->failed(gen, "cannot connect to " + self->where() + ": " + ec.message());
-        self->handshake(gen);
-      });
-    });
+    resolver.async_resolve(
+        host, std::to_string(port),
+        [self = shared_from_this(), gen](beast::error_code ec, tcp::resolver::results_type r) {
+          if (gen != self->generation) return;
+          if (ec) return self->failed(gen, "cannot resolve " + self->host + ": " + ec.message());
+          beast::get_lowest_layer(*self->ws).expires_after(std::chrono::seconds(5));
+          beast::get_lowest_layer(*self->ws).async_connect(r, [self, gen](beast::error_code ec, const tcp::endpoint&) {
+            if (gen != self->generation) return;
+            if (ec) return self->failed(gen, "cannot connect to " + self->where() + ": " + ec.message());
+            self->handshake(gen);
+          });
+        });
   }
 
   void handshake(uint64_t gen) {
@@ -179,8 +180,7 @@ struct LogSource::Impl {
   explicit Impl(std::string path) : follower(std::move(path)) {}
 };
 
-LogSource::LogSource(std::string dir, uint64_t last_seq)
-    : impl_(std::make_unique<Impl>(dir + "/stream.gantrylog")) {
+LogSource::LogSource(std::string dir, uint64_t last_seq) : impl_(std::make_unique<Impl>(dir + "/stream.gantrylog")) {
   set_status(SourceStatus::State::kFollowing, "reading " + impl_->follower.path());
   impl_->thread = std::thread([this, last_seq] {
     bool ended = false;

@@ -126,7 +126,7 @@ void ChartPanel::redraw(const std::vector<client::ChartRun>& runs, const ChartOp
   runs_ = runs;
   drawn_ = true;
   if (built_ && built_->x != opt.x) zoom_.reset();  // another unit
-  scale_ = opt.x == XAxis::kWall ? 1000 : 1;          // QDateTimeAxis counts milliseconds
+  scale_ = opt.x == XAxis::kWall ? 1000 : 1;        // QDateTimeAxis counts milliseconds
   columns_ = static_cast<int>(chart()->plotArea().width());
   client::ChartOptions co;
   co.smoothing = opt.smoothing;

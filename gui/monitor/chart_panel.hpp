@@ -78,18 +78,18 @@ class ChartPanel : public QWidget {
   QString group_;
   ChartView* view_;
   QLabel* title_;
-  std::vector<Line> lines_;           // as chart_.lines
-  std::vector<std::string> names_;    // the lines' labels when built
+  std::vector<Line> lines_;         // as chart_.lines
+  std::vector<std::string> names_;  // the lines' labels when built
   client::ChartModel model_;
-  client::Chart chart_;               // the last one built
+  client::Chart chart_;  // the last one built
   std::vector<client::ChartRun> runs_;
   QAbstractAxis* x_axis_ = nullptr;
   QAbstractAxis* y_axis_ = nullptr;
   std::optional<ChartOptions> built_;
   std::optional<std::pair<double, double>> zoom_;  // plot x units
-  double scale_ = 1;  // plot x per chart x: 1000 for the wall-time axis (milliseconds)
+  double scale_ = 1;                               // plot x per chart x: 1000 for the wall-time axis (milliseconds)
   size_t drawn_points_ = 0;
-  int columns_ = 0;  // plot width of the last redraw
+  int columns_ = 0;     // plot width of the last redraw
   bool drawn_ = false;  // redraw ran: runs_ holds what is shown (hover, export)
 };
 

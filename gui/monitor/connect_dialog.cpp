@@ -25,8 +25,9 @@ ConnectDialog::ConnectDialog(const QStringList& recent, QWidget* parent) : QDial
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
   buttons->addButton(browse, QDialogButtonBox::ActionRole);
   auto* box = new QVBoxLayout(this);
-  box->addWidget(new QLabel("Paste the line the runner printed (also in RUN_DIR/monitor.txt), "
-                            "HOST:PORT --token TOKEN, or a run directory:"));
+  box->addWidget(
+      new QLabel("Paste the line the runner printed (also in RUN_DIR/monitor.txt), "
+                 "HOST:PORT --token TOKEN, or a run directory:"));
   box->addWidget(input_);
   box->addWidget(error_);
   box->addWidget(buttons);

@@ -58,8 +58,8 @@ ImagesView::ImagesView(QWidget* parent) : QWidget(parent) {
   connect(zoom_, &QComboBox::currentIndexChanged, this, [this] { show_index(current_); });
   connect(save_, &QPushButton::clicked, this, [this] {
     if (current_ < 0) return;
-    const QString path = QFileDialog::getSaveFileName(this, "Save image",
-                                                      QString("step_%1.png").arg(current_step()), "PNG (*.png)");
+    const QString path =
+        QFileDialog::getSaveFileName(this, "Save image", QString("step_%1.png").arg(current_step()), "PNG (*.png)");
     if (!path.isEmpty() && !save_current(path)) QMessageBox::warning(this, "Save image", "cannot write " + path);
   });
 }
@@ -115,7 +115,8 @@ void ImagesView::show_index(int i) {
   const int z = zoom_->currentIndex();
   if (z == 0) {  // fit the view, whole pixels where possible (keeps the grid crisp)
     const QSize room = picture_->parentWidget() ? picture_->parentWidget()->size() : picture_->size();
-    const int k = std::max(1, std::min(room.width() / std::max(1, pm.width()), room.height() / std::max(1, pm.height())));
+    const int k =
+        std::max(1, std::min(room.width() / std::max(1, pm.width()), room.height() / std::max(1, pm.height())));
     pm = pm.scaled(pm.size() * k, Qt::KeepAspectRatio, Qt::FastTransformation);
   } else {
     pm = pm.scaled(pm.size() * (1 << (z - 1)), Qt::KeepAspectRatio, Qt::FastTransformation);

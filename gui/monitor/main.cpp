@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   window.show();
   if (cli.isSet("verbose"))  // the first event-loop turn after show(): the window has been painted
     QTimer::singleShot(0, &window, [&since_start] {
-      std::fprintf(stderr, "gantry-monitor: first frame after %lld ms\n", static_cast<long long>(since_start.elapsed()));
+      std::fprintf(stderr, "gantry-monitor: first frame after %lld ms\n",
+                   static_cast<long long>(since_start.elapsed()));
     });
   if (text.isEmpty()) QTimer::singleShot(0, &window, &gantry::monitor::MainWindow::show_connect_dialog);
 
@@ -82,8 +83,9 @@ int main(int argc, char** argv) {
         window.tick();
         const bool saved = window.grab().save(path, "PNG");
         if (!saved) std::fprintf(stderr, "gantry-monitor: cannot write %s\n", qPrintable(path));
-        if (late) std::fprintf(stderr, "gantry-monitor: the run had not ended (%s); screenshot taken anyway\n",
-                               qPrintable(window.connection_text()));
+        if (late)
+          std::fprintf(stderr, "gantry-monitor: the run had not ended (%s); screenshot taken anyway\n",
+                       qPrintable(window.connection_text()));
         QApplication::exit(saved && !late ? 0 : 1);
       });
     });

@@ -183,8 +183,9 @@ void MainWindow::tick() {
   const client::RunState& state = runs_[selected_].state;
   const client::SourceStatus st = runs_[selected_].source->status();
   QString conn = QString("%1: %2").arg(client::to_string(st.state), QString::fromStdString(st.text));
-  if (runs_.size() > 1) conn = QString::fromStdString(runs_[selected_].name) + " (" + QString::number(selected_ + 1) +
-                               " of " + QString::number(runs_.size()) + "): " + conn;
+  if (runs_.size() > 1)
+    conn = QString::fromStdString(runs_[selected_].name) + " (" + QString::number(selected_ + 1) + " of " +
+           QString::number(runs_.size()) + "): " + conn;
   if (connection_->text() != conn) connection_->setText(conn);
   counters_->setText(QString("seq %1   step %2   %3")
                          .arg(state.last_seq())
@@ -195,8 +196,9 @@ void MainWindow::tick() {
     alerts_shown_ = 0;
   } else if (state.alerts().size() != alerts_shown_) {
     alerts_shown_ = state.alerts().size();
-    banner_->setText(e->kind == "nan" ? QString("NaN or Inf in %1 at step %2").arg(QString::fromStdString(e->text)).arg(e->step)
-                                      : QString("Run failed at step %1: %2").arg(e->step).arg(QString::fromStdString(e->text)));
+    banner_->setText(e->kind == "nan"
+                         ? QString("NaN or Inf in %1 at step %2").arg(QString::fromStdString(e->text)).arg(e->step)
+                         : QString("Run failed at step %1: %2").arg(e->step).arg(QString::fromStdString(e->text)));
     banner_->show();
   }
   if (runs_.size() > 1)

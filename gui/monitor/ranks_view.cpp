@@ -6,7 +6,6 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
-
 namespace gantry::monitor {
 
 RanksView::RanksView(QWidget* parent) : QWidget(parent) {
@@ -31,13 +30,15 @@ void RanksView::refresh(const client::RunState& state, double now) {
     const double silent = now - r.wall_time;
     const bool stale = state.is_stale(r, now);
     if (stale) stale_.push_back(rank);
-    const QStringList cells = {QString::number(rank),
-                               QString::fromStdString(r.host),
-                               QString::number(r.step),
-                               QString::number(r.samples_per_s, 'f', 1),
-                               QString::number(r.rss_mib, 'f', 0),
-                               live ? QString::fromStdString(client::duration_text(std::max(0.0, silent))) + " ago" + (stale ? "  (stopped reporting)" : "")
-                                    : QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(r.wall_time * 1000)).toString("HH:mm:ss")};
+    const QStringList cells = {
+        QString::number(rank),
+        QString::fromStdString(r.host),
+        QString::number(r.step),
+        QString::number(r.samples_per_s, 'f', 1),
+        QString::number(r.rss_mib, 'f', 0),
+        live ? QString::fromStdString(client::duration_text(std::max(0.0, silent))) + " ago" +
+                   (stale ? "  (stopped reporting)" : "")
+             : QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(r.wall_time * 1000)).toString("HH:mm:ss")};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = table_->item(row, c);
       if (!item) table_->setItem(row, c, item = new QTableWidgetItem);

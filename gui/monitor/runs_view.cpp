@@ -37,8 +37,8 @@ void RunsView::refresh(const std::vector<MonitoredRun>& runs) {
   }
   const std::vector<std::string> before_metrics = model_.table().metrics, before_keys = model_.table().keys;
   const client::RunsTable& t = model_.update(chart_runs, configs);
-  const bool relayout = static_cast<size_t>(table_->rowCount()) != runs.size() || t.metrics != before_metrics ||
-                        t.keys != before_keys;
+  const bool relayout =
+      static_cast<size_t>(table_->rowCount()) != runs.size() || t.metrics != before_metrics || t.keys != before_keys;
   if (relayout) {
     QStringList headers{"show", "run", "status", "step"};
     for (const auto& m : t.metrics) headers << QString::fromStdString(m);
@@ -70,8 +70,9 @@ void RunsView::refresh(const std::vector<MonitoredRun>& runs) {
     int col = 4;
     for (const auto& m : t.metrics) {
       const auto it = r.state.series().find(m);
-      set(row, col++, it != r.state.series().end() && it->second.size() ? QString::number(it->second.values.back(), 'g', 4)
-                                                                        : QString());
+      set(row, col++,
+          it != r.state.series().end() && it->second.size() ? QString::number(it->second.values.back(), 'g', 4)
+                                                            : QString());
     }
     for (const auto& k : t.keys) set(row, col++, QString::fromStdString(t.values.at(k)[i]));
   }

@@ -103,9 +103,9 @@ void ScalarsView::refresh(const std::vector<client::ChartRun>& runs, uint64_t ve
     connect(panel, &ChartPanel::hovered, readout_, &QLabel::setText);
     connect(panel, &ChartPanel::view_changed, this, [this] { dirty_ = true; });
     connect(panel, &ChartPanel::export_requested, this, [this, panel](bool csv) {
-      const QString path = QFileDialog::getSaveFileName(this, "Export " + panel->group(),
-                                                        panel->group() + (csv ? ".csv" : ".png"),
-                                                        csv ? "CSV (*.csv)" : "PNG (*.png)");
+      const QString path =
+          QFileDialog::getSaveFileName(this, "Export " + panel->group(), panel->group() + (csv ? ".csv" : ".png"),
+                                       csv ? "CSV (*.csv)" : "PNG (*.png)");
       if (path.isEmpty()) return;
       if (!(csv ? panel->export_csv(path) : panel->export_png(path)))
         QMessageBox::warning(this, "Export", "cannot write " + path);

@@ -37,7 +37,8 @@ bool save_screenshot(GLFWwindow* window, const std::string& path) {
   glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, rgba.data());
   std::vector<unsigned char> flipped(rgba.size());  // GL's rows go bottom-up
   for (int y = 0; y < h; ++y)
-    std::copy_n(&rgba[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4, &flipped[static_cast<size_t>(y) * w * 4]);
+    std::copy_n(&rgba[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4,
+                &flipped[static_cast<size_t>(y) * w * 4]);
   return stbi_write_png(path.c_str(), w, h, 4, flipped.data(), w * 4) != 0;
 }
 
@@ -95,7 +96,8 @@ int main(int argc, char** argv) {
       bool known = false;
       for (auto& r : runs)
         if (r.name == h) r.visible = false, known = true;
-      if (!known) throw std::invalid_argument("--hide " + h + ": no such run (" + std::to_string(runs.size()) + " found)");
+      if (!known)
+        throw std::invalid_argument("--hide " + h + ": no such run (" + std::to_string(runs.size()) + " found)");
     }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "gantry-view: %s\n", e.what());

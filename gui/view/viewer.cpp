@@ -14,13 +14,9 @@ namespace gantry::view {
 
 namespace {
 
-ImU32 color(uint32_t rgb, int alpha) {
-  return IM_COL32((rgb >> 16) & 0xff, (rgb >> 8) & 0xff, rgb & 0xff, alpha);
-}
+ImU32 color(uint32_t rgb, int alpha) { return IM_COL32((rgb >> 16) & 0xff, (rgb >> 8) & 0xff, rgb & 0xff, alpha); }
 
-double now_unix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double now_unix() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string hms(double unix_s) {
   const std::time_t t = static_cast<std::time_t>(unix_s);
@@ -61,10 +57,11 @@ void Viewer::draw(std::vector<ViewRun>& runs) {
   for (const auto& r : runs) chart_runs.push_back({r.name, &r.state.series(), r.visible});
   const std::vector<std::string> groups = client::chart_groups(chart_runs);
   if (groups.empty()) ImGui::TextDisabled("no scalars yet");
-  const float chart_h = groups.empty() ? 0
-                                       : std::max(120.0f, (ImGui::GetContentRegionAvail().y -
-                                                           ImGui::GetStyle().ItemSpacing.y * groups.size()) /
-                                                              static_cast<float>(groups.size()));
+  const float chart_h =
+      groups.empty()
+          ? 0
+          : std::max(120.0f, (ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y * groups.size()) /
+                                 static_cast<float>(groups.size()));
   for (const auto& g : groups) draw_chart(chart_runs, g, chart_h);
   ImGui::EndChild();
   ImGui::SameLine();
@@ -92,9 +89,9 @@ void Viewer::draw_runs(std::vector<ViewRun>& runs, const std::vector<client::Cha
   const std::vector<std::string>& metrics = t.metrics;
   const std::vector<std::string>& keys = t.keys;
   const int columns = 4 + static_cast<int>(metrics.size() + keys.size());
-  if (!ImGui::BeginTable("runs", columns,
-                         ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY |
-                             ImGuiTableFlags_ScrollX))
+  if (!ImGui::BeginTable(
+          "runs", columns,
+          ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX))
     return;
   ImGui::TableSetupColumn("show", ImGuiTableColumnFlags_WidthFixed);
   ImGui::TableSetupColumn("run");
@@ -115,8 +112,8 @@ void Viewer::draw_runs(std::vector<ViewRun>& runs, const std::vector<client::Cha
     ImGui::Checkbox("##show", &r.visible);
     ImGui::PopStyleColor(2);
     ImGui::TableNextColumn();
-    if (ImGui::Selectable(r.name.c_str(), selected_ == static_cast<int>(i), ImGuiSelectableFlags_SpanAllColumns |
-                                                                                ImGuiSelectableFlags_AllowItemOverlap))
+    if (ImGui::Selectable(r.name.c_str(), selected_ == static_cast<int>(i),
+                          ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap))
       selected_ = static_cast<int>(i);
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(client::to_string(r.state.status()));
@@ -138,16 +135,18 @@ void Viewer::draw_runs(std::vector<ViewRun>& runs, const std::vector<client::Cha
 
 void Viewer::draw_status(const client::RunState& state, const client::SourceStatus& source) {
   const auto& info = state.info();
-  ImGui::Text("%s", info ? (info->name + "  (" + info->plugin + " " + info->plugin_version + ")").c_str() : "waiting for the run");
+  ImGui::Text("%s", info ? (info->name + "  (" + info->plugin + " " + info->plugin_version + ")").c_str()
+                         : "waiting for the run");
   ImGui::SameLine();
   const client::RunStatus st = state.status();
-  const ImVec4 status_color = st == client::RunStatus::kFailed   ? ImVec4(1, 0.3f, 0.3f, 1)
+  const ImVec4 status_color = st == client::RunStatus::kFailed    ? ImVec4(1, 0.3f, 0.3f, 1)
                               : st == client::RunStatus::kRunning ? ImVec4(0.4f, 0.9f, 0.4f, 1)
                                                                   : ImVec4(0.8f, 0.8f, 0.8f, 1);
   ImGui::TextColored(status_color, "[%s]", client::to_string(st));
   ImGui::SameLine();
   if (info && info->total_steps > 0)
-    ImGui::Text("step %lld / %lld", static_cast<long long>(state.latest_step()), static_cast<long long>(info->total_steps));
+    ImGui::Text("step %lld / %lld", static_cast<long long>(state.latest_step()),
+                static_cast<long long>(info->total_steps));
   else
     ImGui::Text("step %lld", static_cast<long long>(state.latest_step()));
   if (info) {
@@ -270,7 +269,8 @@ void Viewer::draw_image(const client::RunState& state) {
   upload(state, image_);
   const wire::Image& img = state.images()[static_cast<size_t>(image_)];
   ImGui::Text("%s at step %lld  (%d of %d)", img.tag.c_str(), static_cast<long long>(img.step), image_ + 1, n);
-  const ImVec2 room(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y - 2 * ImGui::GetFrameHeightWithSpacing());
+  const ImVec2 room(ImGui::GetContentRegionAvail().x,
+                    ImGui::GetContentRegionAvail().y - 2 * ImGui::GetFrameHeightWithSpacing());
   if (tex_w_ > 0 && room.x > 0 && room.y > 0) {
     // Whole-pixel scale when it fits (crisp), else shrink to fit.
     float k = std::min(room.x / tex_w_, room.y / tex_h_);
@@ -313,8 +313,11 @@ void Viewer::draw_ranks(const client::RunState& state) {
     ImGui::TableNextColumn();
     ImGui::Text("%.0f", r.rss_mib);
     ImGui::TableNextColumn();
-    if (live) ImGui::Text("%s ago%s", client::duration_text(std::max(0.0, now - r.wall_time)).c_str(), stale ? " (stopped reporting)" : "");
-    else ImGui::TextDisabled("%s", hms(r.wall_time).c_str());
+    if (live)
+      ImGui::Text("%s ago%s", client::duration_text(std::max(0.0, now - r.wall_time)).c_str(),
+                  stale ? " (stopped reporting)" : "");
+    else
+      ImGui::TextDisabled("%s", hms(r.wall_time).c_str());
   }
   ImGui::EndTable();
 }

@@ -60,7 +60,7 @@ class Viewer {
   unsigned texture_ = 0;
   int tex_w_ = 0, tex_h_ = 0;
   client::RunsTableModel table_;  // the runs table's metric and config-key columns
-  client::ChartModel charts_;  // ranges, ticks, decimated lines, read-out (gui/client/chart.hpp)
+  client::ChartModel charts_;     // ranges, ticks, decimated lines, read-out (gui/client/chart.hpp)
 };
 
 }  // namespace gantry::view

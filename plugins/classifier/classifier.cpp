@@ -63,9 +63,7 @@ struct NetImpl : torch::nn::Module {
     h = torch::max_pool2d(torch::relu(conv2(h)), 2);
     return torch::relu(fc(h.flatten(1)));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
-    return head(torch::dropout(features(x), dropout, is_training()));
-  }
+  torch::Tensor forward(const torch::Tensor& x) { return head(torch::dropout(features(x), dropout, is_training())); }
 
   Conv2d conv1, conv2;
   Linear fc, head;

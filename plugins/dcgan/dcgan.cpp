@@ -89,11 +89,11 @@ struct GeneratorImpl : torch::nn::Module {
     };
     block(torch::nn::AnyModule(up(o.latent_dim, g * 4, 4, 1, 0)), g * 4);  // 4x4
     if (o.size == 28)
-      block(torch::nn::AnyModule(up(g * 4, g * 2, 3, 2, 1)), g * 2);       // 7x7
+      block(torch::nn::AnyModule(up(g * 4, g * 2, 3, 2, 1)), g * 2);  // 7x7
     else
-      block(torch::nn::AnyModule(up(g * 4, g * 2, 4, 2, 1)), g * 2);       // 8x8
-    block(torch::nn::AnyModule(up(g * 2, g, 4, 2, 1)), g);                 // 14 / 16
-    model->push_back(up(g, o.channels, 4, 2, 1));                          // 28 / 32
+      block(torch::nn::AnyModule(up(g * 4, g * 2, 4, 2, 1)), g * 2);  // 8x8
+    block(torch::nn::AnyModule(up(g * 2, g, 4, 2, 1)), g);            // 14 / 16
+    model->push_back(up(g, o.channels, 4, 2, 1));                     // 28 / 32
     model->push_back(torch::nn::Tanh());
     register_module("model", model);
     init_weights(*this);
@@ -112,10 +112,10 @@ struct DiscriminatorImpl : torch::nn::Module {
     auto leaky = [] { return torch::nn::LeakyReLU(torch::nn::LeakyReLUOptions().negative_slope(0.2).inplace(true)); };
     model->push_back(down(o.channels, d, 4, 2, 1));  // 14 / 16
     model->push_back(leaky());
-    model->push_back(down(d, d * 2, 4, 2, 1));       // 7 / 8
+    model->push_back(down(d, d * 2, 4, 2, 1));  // 7 / 8
     model->push_back(BatchNorm2d(d * 2));
     model->push_back(leaky());
-    model->push_back(down(d * 2, d * 4, 4, 2, 1));   // 3 / 4
+    model->push_back(down(d * 2, d * 4, 4, 2, 1));  // 3 / 4
     model->push_back(BatchNorm2d(d * 4));
     model->push_back(leaky());
     model->push_back(down(d * 4, 1, o.size == 28 ? 3 : 4, 1, 0));  // 1x1

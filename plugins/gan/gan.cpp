@@ -20,12 +20,12 @@ struct GanOptions {
   int64_t width = 28;
   std::vector<int64_t> generator_hidden{128, 256, 512, 1024};
   std::vector<int64_t> discriminator_hidden{512, 256};
-  double bn_eps = 0.8;          // BatchNorm1d(out, 0.8) in the tutorial: eps, not momentum
+  double bn_eps = 0.8;  // BatchNorm1d(out, 0.8) in the tutorial: eps, not momentum
   double leaky_slope = 0.2;
   double lr = 2e-4;
   double b1 = 0.5;
   double b2 = 0.999;
-  int64_t num_samples = 64;     // fixed noise batch for the image grids
+  int64_t num_samples = 64;  // fixed noise batch for the image grids
   int64_t sample_seed = 1234;
 
   explicit GanOptions(const gantry::Params& p) {
@@ -43,8 +43,7 @@ struct GanOptions {
     num_samples = p.get("num_samples", num_samples);
     sample_seed = p.get("sample_seed", sample_seed);
     TORCH_CHECK(latent_dim > 0, "system.latent_dim must be > 0, got ", latent_dim);
-    TORCH_CHECK(channels > 0 && height > 0 && width > 0,
-                "system.channels, system.height and system.width must be > 0");
+    TORCH_CHECK(channels > 0 && height > 0 && width > 0, "system.channels, system.height and system.width must be > 0");
     TORCH_CHECK(!generator_hidden.empty(), "system.generator_hidden must list at least one width");
     TORCH_CHECK(lr > 0, "system.lr must be > 0, got ", lr);
     TORCH_CHECK(b1 >= 0 && b1 < 1, "system.b1 must be in [0, 1), got ", b1);
@@ -100,8 +99,7 @@ TORCH_MODULE(Discriminator);
 
 class Gan : public gantry::System {
  public:
-  explicit Gan(const gantry::Params& params)
-      : opt_(params), generator_(opt_), discriminator_(opt_) {
+  explicit Gan(const gantry::Params& params) : opt_(params), generator_(opt_), discriminator_(opt_) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(opt_.sample_seed);
     validation_z_ = torch::randn({opt_.num_samples, opt_.latent_dim}, gen);
   }
@@ -116,8 +114,8 @@ class Gan : public gantry::System {
 
   std::vector<gantry::NamedOptimizer> configure_optimizers() override {
     auto adam = [&](torch::nn::Module& m) {
-      return std::make_shared<torch::optim::Adam>(
-          m.parameters(), torch::optim::AdamOptions(opt_.lr).betas({opt_.b1, opt_.b2}));
+      return std::make_shared<torch::optim::Adam>(m.parameters(),
+                                                  torch::optim::AdamOptions(opt_.lr).betas({opt_.b1, opt_.b2}));
     };
     return {{"g", adam(*generator_)}, {"d", adam(*discriminator_)}};
   }
@@ -165,5 +163,4 @@ class Gan : public gantry::System {
 
 }  // namespace gan
 
-GANTRY_PLUGIN(gan::Gan, "gan", "0.1.0",
-              "Lightning's basic GAN: MLP generator and discriminator, two Adams")
+GANTRY_PLUGIN(gan::Gan, "gan", "0.1.0", "Lightning's basic GAN: MLP generator and discriminator, two Adams")

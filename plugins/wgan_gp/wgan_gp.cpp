@@ -31,7 +31,7 @@ struct Options {
   double lr = 1e-4, b1 = 0.0, b2 = 0.9;
   int64_t n_critic = 5;
   double lambda_gp = 10;
-  int64_t num_samples = 64;     // images: the fixed noise of the grids; ring: 1024 points
+  int64_t num_samples = 64;  // images: the fixed noise of the grids; ring: 1024 points
   int64_t sample_seed = 1234;
   int64_t ring_samples = 100000;
   double ring_std = 0.02;
@@ -225,7 +225,8 @@ class WganGp : public gantry::System {
         }
     };
     const torch::Tensor centres = Ring::mode_centres();
-    for (int k = 0; k < kModes; ++k) put(centres[k][0].item<double>(), centres[k][1].item<double>(), 0.4f, 0.4f, 0.4f, 6);
+    for (int k = 0; k < kModes; ++k)
+      put(centres[k][0].item<double>(), centres[k][1].item<double>(), 0.4f, 0.4f, 0.4f, 6);
     const auto a = x.accessor<float, 2>();
     for (int64_t i = 0; i < x.size(0); ++i) put(a[i][0], a[i][1], 1, 1, 1, 0);
     return img.unsqueeze(0);

@@ -44,8 +44,8 @@ struct Run {
     proc.setProcessChannelMode(QProcess::MergedChannels);
     proc.start(GANTRY_BIN, {"train", GANTRY_SOURCE_DIR "/configs/gan_fashion_mnist.yaml",
                             QString("trainer.max_steps=%1").arg(steps),
-                            QString("trainer.log_every_n_steps=%1").arg(log_every),
-                            "trainer.image_every_n_steps=100", "trainer.threads=1", "trainer.progress=none", "monitor.enabled=true"});
+                            QString("trainer.log_every_n_steps=%1").arg(log_every), "trainer.image_every_n_steps=100",
+                            "trainer.threads=1", "trainer.progress=none", "monitor.enabled=true"});
     QVERIFY2(proc.waitForStarted(10000), "gantry train did not start");
   }
   // The line the runner printed: "gantry-monitor HOST:PORT --token T".
@@ -113,7 +113,7 @@ void MonitorTest::decimationKeepsEveryColumnsExtremes() {
   std::vector<double> x(n), y(n);
   double v = 0;
   for (size_t i = 0; i < n; ++i) x[i] = static_cast<double>(i), y[i] = v += noise(rng);
-  y[123457] = 1e6;   // spikes a single point wide
+  y[123457] = 1e6;  // spikes a single point wide
   y[765431] = -1e6;
   y[5] = std::nan("");
   const int columns = 640;
@@ -336,8 +336,7 @@ void MonitorTest::imageSliderSelectsTheStep() {
   client::RunState st;
   const QColor colors[] = {Qt::red, Qt::green, Qt::blue};
   for (int i = 0; i < 3; ++i)
-    st.apply({static_cast<uint64_t>(i + 1),
-              wire::Image{"generated", 100 * i, 1.7e9 + i, 8, 8, png_of(colors[i])}});
+    st.apply({static_cast<uint64_t>(i + 1), wire::Image{"generated", 100 * i, 1.7e9 + i, 8, 8, png_of(colors[i])}});
   monitor::ImagesView view;
   view.resize(400, 400);
   view.refresh(st);
@@ -515,10 +514,10 @@ void MonitorTest::threeRunsOverlaidAndOneToggledOff() {
   QTemporaryDir dir;
   QProcess sweep;
   sweep.setWorkingDirectory(dir.path());
-  sweep.start(GANTRY_BIN, {"sweep", QString(GANTRY_SOURCE_DIR) + "/configs/gan_fashion_mnist.yaml",
-                           "system.lr=1e-4,2e-4,4e-4", "trainer.max_steps=20", "trainer.log_every_n_steps=5",
-                           "trainer.image_every_n_steps=10", "trainer.threads=1", "trainer.progress=none",
-                           "monitor.enabled=false"});
+  sweep.start(GANTRY_BIN,
+              {"sweep", QString(GANTRY_SOURCE_DIR) + "/configs/gan_fashion_mnist.yaml", "system.lr=1e-4,2e-4,4e-4",
+               "trainer.max_steps=20", "trainer.log_every_n_steps=5", "trainer.image_every_n_steps=10",
+               "trainer.threads=1", "trainer.progress=none", "monitor.enabled=false"});
   QVERIFY(sweep.waitForFinished(120000));
   QVERIFY2(sweep.exitCode() == 0, sweep.readAll().constData());
   monitor::MainWindow w;
@@ -551,7 +550,7 @@ void MonitorTest::threeRunsOverlaidAndOneToggledOff() {
   QVERIFY(w.connection_text().startsWith("lr=2e-4 (2 of 3)"));
   QVERIFY(w.state().info() && w.state().info()->config_yaml.find("lr: 2e-4") != std::string::npos);
   QCOMPARE(w.run()->field("name"), QString("lr=2e-4"));  // the Run view shows the selected run
-  QCOMPARE(w.images()->current_step(), int64_t(20));  // lr=2e-4's own grid
+  QCOMPARE(w.images()->current_step(), int64_t(20));     // lr=2e-4's own grid
   QCOMPARE(w.events()->table()->rowCount(), int(w.state().events().size()));
 }
 
@@ -574,8 +573,7 @@ void MonitorTest::openingAnotherRunRedrawsFromScratch() {
   write(b.path(), 3000, 5.0);
   auto points = [](monitor::MainWindow& w) {
     QList<QPointF> all;
-    for (auto* s : w.scalars()->panels().at("loss")->chart()->series())
-      all += static_cast<QLineSeries*>(s)->points();
+    for (auto* s : w.scalars()->panels().at("loss")->chart()->series()) all += static_cast<QLineSeries*>(s)->points();
     return all;
   };
   monitor::MainWindow reused, fresh;

@@ -82,7 +82,8 @@ class GraphProbe : public gantry::System {
     if (ctx.device().is_cuda()) {  // read eagerly each step; under a graph it would be the capture's
       const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(ctx.device().index());
       const auto mib = [&](const c10::CachingAllocator::Stat& s) {
-        return torch::full({}, double(s.current) / (1 << 20), torch::TensorOptions(torch::kFloat64).device(ctx.device()));
+        return torch::full({}, double(s.current) / (1 << 20),
+                           torch::TensorOptions(torch::kFloat64).device(ctx.device()));
       };
       ctx.log("allocated_mib", mib(stats.allocated_bytes[0]), gantry::Reduce::kMax, false);
       ctx.log("reserved_mib", mib(stats.reserved_bytes[0]), gantry::Reduce::kMax, false);

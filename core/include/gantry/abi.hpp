@@ -30,17 +30,17 @@ extern "C" {
 /// field added later. All strings are static, NUL-terminated, owned by the plugin
 /// and valid while it is loaded.
 struct gantry_manifest_v1 {
-  uint32_t struct_size;        ///< sizeof(gantry_manifest_v1) as the plugin saw it
-  uint32_t abi_major;          ///< GANTRY_ABI_VERSION_MAJOR the plugin was built with
-  uint32_t abi_minor;          ///< GANTRY_ABI_VERSION_MINOR the plugin was built with
-  const char* name;            ///< plugin name, e.g. "gan" (what `system.plugin` names)
-  const char* version;         ///< the plugin's own version, e.g. "0.1.0"
-  const char* description;     ///< one line for `gantry plugins`
-  uint32_t torch_major;        ///< TORCH_VERSION_MAJOR of the LibTorch it was built against
-  uint32_t torch_minor;        ///< TORCH_VERSION_MINOR
-  uint32_t torch_patch;        ///< TORCH_VERSION_PATCH (informational, not checked)
-  uint32_t cxx11_abi;          ///< _GLIBCXX_USE_CXX11_ABI (0 or 1)
-  uint32_t cuda;               ///< 1 when built against a CUDA LibTorch
+  uint32_t struct_size;     ///< sizeof(gantry_manifest_v1) as the plugin saw it
+  uint32_t abi_major;       ///< GANTRY_ABI_VERSION_MAJOR the plugin was built with
+  uint32_t abi_minor;       ///< GANTRY_ABI_VERSION_MINOR the plugin was built with
+  const char* name;         ///< plugin name, e.g. "gan" (what `system.plugin` names)
+  const char* version;      ///< the plugin's own version, e.g. "0.1.0"
+  const char* description;  ///< one line for `gantry plugins`
+  uint32_t torch_major;     ///< TORCH_VERSION_MAJOR of the LibTorch it was built against
+  uint32_t torch_minor;     ///< TORCH_VERSION_MINOR
+  uint32_t torch_patch;     ///< TORCH_VERSION_PATCH (informational, not checked)
+  uint32_t cxx11_abi;       ///< _GLIBCXX_USE_CXX11_ABI (0 or 1)
+  uint32_t cuda;            ///< 1 when built against a CUDA LibTorch
 };
 }
 
@@ -61,30 +61,34 @@ using SystemFactory = System*(const Params&);
 
 /// Writes a manifest with explicit fields. GANTRY_PLUGIN is what plugins use;
 /// this exists so tests can build plugins with deliberately wrong manifests.
-#define GANTRY_PLUGIN_MANIFEST(NAME, VERSION, DESCRIPTION, ABI_MAJOR, TORCH_MAJOR, TORCH_MINOR, \
-                               CXX11_ABI, CUDA)                                                \
-  namespace gantry_plugin_detail {                                                             \
-  const gantry_manifest_v1 gantry_manifest_data = {                                            \
-      sizeof(gantry_manifest_v1), ABI_MAJOR, GANTRY_ABI_VERSION_MINOR, NAME, VERSION,          \
-      DESCRIPTION, TORCH_MAJOR, TORCH_MINOR, TORCH_VERSION_PATCH, CXX11_ABI, CUDA};            \
-  }                                                                                            \
+#define GANTRY_PLUGIN_MANIFEST(NAME, VERSION, DESCRIPTION, ABI_MAJOR, TORCH_MAJOR, TORCH_MINOR, CXX11_ABI, CUDA) \
+  namespace gantry_plugin_detail {                                                                               \
+  const gantry_manifest_v1 gantry_manifest_data = {sizeof(gantry_manifest_v1),                                   \
+                                                   ABI_MAJOR,                                                    \
+                                                   GANTRY_ABI_VERSION_MINOR,                                     \
+                                                   NAME,                                                         \
+                                                   VERSION,                                                      \
+                                                   DESCRIPTION,                                                  \
+                                                   TORCH_MAJOR,                                                  \
+                                                   TORCH_MINOR,                                                  \
+                                                   TORCH_VERSION_PATCH,                                          \
+                                                   CXX11_ABI,                                                    \
+                                                   CUDA};                                                        \
+  }                                                                                                              \
   BOOST_DLL_ALIAS(gantry_plugin_detail::gantry_manifest_data, gantry_manifest)
 
 /// Writes the factory `gantry_create` for CLASS (constructible from
 /// `const gantry::Params&`).
-#define GANTRY_PLUGIN_FACTORY(CLASS)                                          \
-  namespace gantry_plugin_detail {                                            \
-  gantry::System* gantry_create_impl(const gantry::Params& params) {          \
-    return new CLASS(params);                                                 \
-  }                                                                           \
-  }                                                                           \
+#define GANTRY_PLUGIN_FACTORY(CLASS)                                                             \
+  namespace gantry_plugin_detail {                                                               \
+  gantry::System* gantry_create_impl(const gantry::Params& params) { return new CLASS(params); } \
+  }                                                                                              \
   BOOST_DLL_ALIAS(gantry_plugin_detail::gantry_create_impl, gantry_create)
 
 /// Exports CLASS as a gantry plugin named NAME (a string literal) at VERSION,
 /// with this build's ABI, LibTorch version, C++ ABI flag and CUDA flag.
 /// Use once, at namespace scope, in one source file of the plugin.
-#define GANTRY_PLUGIN(CLASS, NAME, VERSION, DESCRIPTION)                                       \
-  GANTRY_PLUGIN_MANIFEST(NAME, VERSION, DESCRIPTION, GANTRY_ABI_VERSION_MAJOR,                 \
-                         TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, GANTRY_DETAIL_CXX11_ABI,    \
-                         GANTRY_WITH_CUDA)                                                     \
+#define GANTRY_PLUGIN(CLASS, NAME, VERSION, DESCRIPTION)                                            \
+  GANTRY_PLUGIN_MANIFEST(NAME, VERSION, DESCRIPTION, GANTRY_ABI_VERSION_MAJOR, TORCH_VERSION_MAJOR, \
+                         TORCH_VERSION_MINOR, GANTRY_DETAIL_CXX11_ABI, GANTRY_WITH_CUDA)            \
   GANTRY_PLUGIN_FACTORY(CLASS)

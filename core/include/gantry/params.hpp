@@ -40,29 +40,19 @@ class Params {
   virtual std::vector<int64_t> get_int_list(const std::string& key) const = 0;
 
   /// `key` as a number, or `fallback` when it is not set.
-  double get(const std::string& key, double fallback) const {
-    return has(key) ? get_double(key) : fallback;
-  }
+  double get(const std::string& key, double fallback) const { return has(key) ? get_double(key) : fallback; }
   /// `key` as an integer, or `fallback` when it is not set.
-  int64_t get(const std::string& key, int64_t fallback) const {
-    return has(key) ? get_int(key) : fallback;
-  }
+  int64_t get(const std::string& key, int64_t fallback) const { return has(key) ? get_int(key) : fallback; }
   /// `key` as an integer, or `fallback` when it is not set.
-  int64_t get(const std::string& key, int fallback) const {
-    return get(key, static_cast<int64_t>(fallback));
-  }
+  int64_t get(const std::string& key, int fallback) const { return get(key, static_cast<int64_t>(fallback)); }
   /// `key` as a boolean, or `fallback` when it is not set.
-  bool get(const std::string& key, bool fallback) const {
-    return has(key) ? get_bool(key) : fallback;
-  }
+  bool get(const std::string& key, bool fallback) const { return has(key) ? get_bool(key) : fallback; }
   /// `key` as a string, or `fallback` when it is not set.
   std::string get(const std::string& key, const std::string& fallback) const {
     return has(key) ? get_string(key) : fallback;
   }
   /// `key` as a string, or `fallback` when it is not set.
-  std::string get(const std::string& key, const char* fallback) const {
-    return get(key, std::string(fallback));
-  }
+  std::string get(const std::string& key, const char* fallback) const { return get(key, std::string(fallback)); }
   /// `key` as a list of integers, or `fallback` when it is not set.
   std::vector<int64_t> get(const std::string& key, const std::vector<int64_t>& fallback) const {
     return has(key) ? get_int_list(key) : fallback;

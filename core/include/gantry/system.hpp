@@ -25,13 +25,13 @@ namespace gantry {
 /// A module the system owns, by name. The name prefixes its parameters in
 /// checkpoints (`generator.model.0.weight`), so keep it stable.
 struct NamedModule {
-  std::string name;                            ///< e.g. "generator"
-  std::shared_ptr<torch::nn::Module> module;   ///< shared with the system
+  std::string name;                           ///< e.g. "generator"
+  std::shared_ptr<torch::nn::Module> module;  ///< shared with the system
 };
 
 /// An optimizer by name: what `StepContext::optimize(name, loss)` steps.
 struct NamedOptimizer {
-  std::string name;                                  ///< e.g. "g"
+  std::string name;                                    ///< e.g. "g"
   std::shared_ptr<torch::optim::Optimizer> optimizer;  ///< over parameters of modules()
 };
 
@@ -46,10 +46,10 @@ struct Batch {
 /// What data the system wants; the trainer checks the data against it before
 /// the first step.
 struct DataSpec {
-  std::string kind = "images";        ///< "images": IDX image files (MNIST format)
-  std::vector<int64_t> shape;         ///< expected [C, H, W] of one sample; empty = any
-  double low = -1.0;                  ///< pixel 0 maps to `low` ...
-  double high = 1.0;                  ///< ... and pixel 255 to `high`
+  std::string kind = "images";  ///< "images": IDX image files (MNIST format)
+  std::vector<int64_t> shape;   ///< expected [C, H, W] of one sample; empty = any
+  double low = -1.0;            ///< pixel 0 maps to `low` ...
+  double high = 1.0;            ///< ... and pixel 255 to `high`
   // ---- ABI 1.1 (fields only ever appended, each trivially destructible; the
   // runner reads none of them from a plugin built before they existed) ----
   uint32_t struct_size = sizeof(DataSpec);  ///< as the plugin saw it

@@ -104,7 +104,8 @@ template <class E>
 struct OptionType<E, std::enable_if_t<std::is_enum_v<E>>> {  // a choice: one of its names
   static std::string name() {
     std::string s = "one of ";
-    for (size_t i = 0; i < ChoiceNames<E>::names.size(); ++i) s += (i ? ", " : "") + std::string(ChoiceNames<E>::names[i]);
+    for (size_t i = 0; i < ChoiceNames<E>::names.size(); ++i)
+      s += (i ? ", " : "") + std::string(ChoiceNames<E>::names[i]);
     return s + ChoiceNames<E>::note;
   }
   static std::string brief() {
@@ -125,13 +126,13 @@ struct OptionType<E, std::enable_if_t<std::is_enum_v<E>>> {  // a choice: one of
 // One key of a section type S (ExperimentConfig's sections, or OptimizerOptions).
 template <class S>
 struct Field {
-  std::string key;   // within its section ("max_steps"); the full key adds the section
-  std::string type;  // for messages: "an integer", "one of cpu, cuda, auto", ...
+  std::string key;    // within its section ("max_steps"); the full key adds the section
+  std::string type;   // for messages: "an integer", "one of cpu, cuda, auto", ...
   std::string brief;  // for the keys table: "integer", "`cpu`, `cuda`, `auto`"
   std::function<void(S&, const YAML::Node&)> set;
   std::function<YAML::Node(const S&)> get;
   std::function<bool(const S&)> check;  // the key's own check
-  std::string expected;                  // what the check says it must be
+  std::string expected;                 // what the check says it must be
   std::string doc;
 };
 
@@ -161,14 +162,16 @@ template <class S>
 void add_section(std::vector<ConfigField>& out, const std::string& section, S ExperimentConfig::*member,
                  const std::vector<Field<S>>& fields) {
   for (const Field<S>& f : fields)
-    out.push_back(ConfigField{
-        section + "." + f.key, f.type, f.brief, [member, set = f.set](ExperimentConfig& c, const YAML::Node& n) { set(c.*member, n); },
-        [member, get = f.get](const ExperimentConfig& c) { return get(c.*member); },
-        [member, check = f.check](const ExperimentConfig& c) { return check(c.*member); }, f.expected, f.doc});
+    out.push_back(ConfigField{section + "." + f.key, f.type, f.brief,
+                              [member, set = f.set](ExperimentConfig& c, const YAML::Node& n) { set(c.*member, n); },
+                              [member, get = f.get](const ExperimentConfig& c) { return get(c.*member); },
+                              [member, check = f.check](const ExperimentConfig& c) { return check(c.*member); },
+                              f.expected, f.doc});
 }
 
 #define GANTRY_SECTION_FIELD(S, type, member, key, def, check, expected, doc) \
-  make_field<S, type>(#key, &S::member, [](const type& v) { return static_cast<bool>(check); }, expected, doc),
+  make_field<S, type>(                                                        \
+      #key, &S::member, [](const type& v) { return static_cast<bool>(check); }, expected, doc),
 #define GANTRY_DATA_FIELD(...) GANTRY_SECTION_FIELD(DataOptions, __VA_ARGS__)
 #define GANTRY_TRAINER_FIELD(...) GANTRY_SECTION_FIELD(TrainerOptions, __VA_ARGS__)
 #define GANTRY_EMA_FIELD(...) GANTRY_SECTION_FIELD(EmaOptions, __VA_ARGS__)
@@ -178,12 +181,15 @@ void add_section(std::vector<ConfigField>& out, const std::string& section, S Ex
 #define GANTRY_SLURM_FIELD(...) GANTRY_SECTION_FIELD(SlurmOptions, __VA_ARGS__)
 #define GANTRY_SYSTEM_FIELD(...) GANTRY_SECTION_FIELD(SystemOptions, __VA_ARGS__)
 #define GANTRY_OPTIMIZER_FIELD(...) GANTRY_SECTION_FIELD(OptimizerOptions, __VA_ARGS__)
-#define GANTRY_TOP_FIELD(type, member, key, def, check, expected, doc)                                     \
-  out.push_back(ConfigField{                                                                             \
-      #key, OptionType<type>::name(), OptionType<type>::brief(),                                         \
-      [](ExperimentConfig& c, const YAML::Node& n) { c.member = OptionType<type>::read(n); },            \
-      [](const ExperimentConfig& c) { return OptionType<type>::write(c.member); },                       \
-      [](const ExperimentConfig& c) { const type& v = c.member; return static_cast<bool>(check); }, expected, doc});
+#define GANTRY_TOP_FIELD(type, member, key, def, check, expected, doc)                                              \
+  out.push_back(ConfigField{#key, OptionType<type>::name(), OptionType<type>::brief(),                              \
+                            [](ExperimentConfig& c, const YAML::Node& n) { c.member = OptionType<type>::read(n); }, \
+                            [](const ExperimentConfig& c) { return OptionType<type>::write(c.member); },            \
+                            [](const ExperimentConfig& c) {                                                         \
+                              const type& v = c.member;                                                             \
+                              return static_cast<bool>(check);                                                      \
+                            },                                                                                      \
+                            expected, doc});
 
 const std::vector<ConfigField>& schema() {
   static const std::vector<ConfigField> fields = [] {
@@ -195,7 +201,8 @@ const std::vector<ConfigField>& schema() {
     add_section<TrainerOptions>(out, "trainer", &E::trainer, {GANTRY_KEYS_TRAINER(GANTRY_TRAINER_FIELD)});
     add_section<EmaOptions>(out, "ema", &E::ema, {GANTRY_KEYS_EMA(GANTRY_EMA_FIELD)});
     add_section<MetricsOptions>(out, "metrics", &E::metrics, {GANTRY_KEYS_METRICS(GANTRY_METRICS_FIELD)});
-    add_section<CheckpointOptions>(out, "checkpoint", &E::checkpoint, {GANTRY_KEYS_CHECKPOINT(GANTRY_CHECKPOINT_FIELD)});
+    add_section<CheckpointOptions>(out, "checkpoint", &E::checkpoint,
+                                   {GANTRY_KEYS_CHECKPOINT(GANTRY_CHECKPOINT_FIELD)});
     add_section<MonitorOptions>(out, "monitor", &E::monitor, {GANTRY_KEYS_MONITOR(GANTRY_MONITOR_FIELD)});
     add_section<SlurmOptions>(out, "slurm", &E::slurm, {GANTRY_KEYS_SLURM(GANTRY_SLURM_FIELD)});
     return out;
@@ -269,7 +276,6 @@ void apply_override(YAML::Node root, const std::string& text, ExperimentConfig& 
 
 // ---- 3. load / parse --------------------------------------------------------
 
-
 std::string file_line(const std::string& source, const YAML::Node& n) {
   const auto m = n.Mark();
   if (m.is_null() || source.empty()) return source.empty() ? "<config>" : source;
@@ -280,14 +286,12 @@ std::string file_line(const std::string& source, const YAML::Node& n) {
 // `trainer.max_steps: {}` is a map where a value belongs (a type error).
 bool is_section(const std::string& key) {
   for (const auto& f : schema())
-    if (f.key.size() > key.size() && f.key.compare(0, key.size(), key) == 0 && f.key[key.size()] == '.')
-      return true;
+    if (f.key.size() > key.size() && f.key.compare(0, key.size(), key) == 0 && f.key[key.size()] == '.') return true;
   return key == "system" || key == "optimizers" ||
          (key.rfind("optimizers.", 0) == 0 && key.find('.', 11) == std::string::npos);
 }
 
-void flatten(const YAML::Node& node, const std::string& prefix,
-             std::vector<std::pair<std::string, YAML::Node>>& out) {
+void flatten(const YAML::Node& node, const std::string& prefix, std::vector<std::pair<std::string, YAML::Node>>& out) {
   for (auto it = node.begin(); it != node.end(); ++it) {
     const std::string key = prefix + it->first.as<std::string>();
     if (it->second.IsMap() && (it->second.size() > 0 || is_section(key)))
@@ -309,8 +313,8 @@ void check_tree(const YAML::Node& node, const std::string& source, int depth, si
     throw ConfigError(source + ": the YAML expands to more than " + std::to_string(kMaxConfigNodes) +
                       " nodes (aliases of aliases?): an experiment config is far smaller");
   if (depth > kMaxConfigDepth)
-    throw ConfigError(file_line(source, node) + ": the YAML nests deeper than " +
-                      std::to_string(kMaxConfigDepth) + " levels");
+    throw ConfigError(file_line(source, node) + ": the YAML nests deeper than " + std::to_string(kMaxConfigDepth) +
+                      " levels");
   if (node.IsSequence()) {
     for (const auto& e : node) check_tree(e, source, depth + 1, count);
   } else if (node.IsMap()) {
@@ -340,9 +344,10 @@ void set_optimizer_option(ExperimentConfig& cfg, const std::string& key, const Y
   for (const auto& f : optimizer_schema()) known.push_back(f.key);
   if (parts.size() != 3) {
     const std::string near = parts.size() == 2 ? nearest_key(parts[1], known) : "";
-    throw ConfigError(cfg.where(key) + ": '" + key + "' is not optimizers.<optimizer>.<key>" +
-                      (near.empty() ? "" : " (is '" + parts[1] + "' meant as a key? give the optimizer: optimizers.<name>." +
-                                               near + ")"));
+    throw ConfigError(
+        cfg.where(key) + ": '" + key + "' is not optimizers.<optimizer>.<key>" +
+        (near.empty() ? ""
+                      : " (is '" + parts[1] + "' meant as a key? give the optimizer: optimizers.<name>." + near + ")"));
   }
   const OptimizerField* field = nullptr;
   for (const auto& f : optimizer_schema())
@@ -366,7 +371,8 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
   ExperimentConfig cfg;
   cfg.source = source;
   if (!root.IsMap() && !root.IsNull())
-    throw ConfigError(source + ": an experiment config is a YAML mapping of sections "
+    throw ConfigError(source +
+                      ": an experiment config is a YAML mapping of sections "
                       "(name, system, data, trainer, checkpoint)");
   YAML::Node tree = root.IsNull() ? YAML::Node(YAML::NodeType::Map) : YAML::Clone(root);
   // Remember where each file key was (Clone drops marks; overrides replace nodes).
@@ -406,13 +412,12 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
                         (near.empty() ? "" : "; did you mean '" + near + "'?"));
     }
     if (!node.IsScalar())
-      throw ConfigError(cfg.where(key) + ": " + key + " must be " + f->second->type + ", got '" +
-                        scalar_text(node) + "'");
+      throw ConfigError(cfg.where(key) + ": " + key + " must be " + f->second->type + ", got '" + scalar_text(node) +
+                        "'");
     try {
       f->second->set(cfg, node);
     } catch (const YAML::Exception&) {
-      throw ConfigError(cfg.where(key) + ": " + key + " must be " + f->second->type + ", got '" +
-                        node.Scalar() + "'");
+      throw ConfigError(cfg.where(key) + ": " + key + " must be " + f->second->type + ", got '" + node.Scalar() + "'");
     }
   }
 
@@ -483,8 +488,7 @@ double TrainerOptions::max_time_seconds() const {
   return s;
 }
 
-ExperimentConfig ExperimentConfig::load(const std::string& path,
-                                        const std::vector<std::string>& overrides) {
+ExperimentConfig ExperimentConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
   // A YAML experiment is a few KiB; 16 MiB is a wrong path (/dev/zero, a
   // data file), refused in one line before it fills memory.
   std::string text;
@@ -617,14 +621,14 @@ const YAML::Node& SystemParams::require(const std::string& key, const char* expe
   asked_.insert(key);
   const auto it = values_.find(key);
   if (it == values_.end() || it->second.IsNull())
-    throw std::invalid_argument(cfg_.where("system." + key) + ": system." + key +
-                                " is required: set it to " + expected);
+    throw std::invalid_argument(cfg_.where("system." + key) + ": system." + key + " is required: set it to " +
+                                expected);
   return it->second;
 }
 
 void SystemParams::type_error(const std::string& key, const char* expected) const {
-  throw std::invalid_argument(cfg_.where("system." + key) + ": system." + key + " must be " +
-                              expected + ", got '" + scalar_text(values_.at(key)) + "'");
+  throw std::invalid_argument(cfg_.where("system." + key) + ": system." + key + " must be " + expected + ", got '" +
+                              scalar_text(values_.at(key)) + "'");
 }
 
 double SystemParams::get_double(const std::string& key) const {
@@ -686,8 +690,7 @@ void SystemParams::check_all_used(const std::string& plugin_name) const {
     std::vector<std::string> full;
     for (const auto& k : known) full.push_back("system." + k);
     const std::string near = nearest_key("system." + key, full);
-    throw ConfigError(cfg_.where("system." + key) + ": unknown key 'system." + key +
-                      "' for plugin " + plugin_name +
+    throw ConfigError(cfg_.where("system." + key) + ": unknown key 'system." + key + "' for plugin " + plugin_name +
                       (near.empty() ? "" : "; did you mean '" + near + "'?"));
   }
 }

@@ -42,18 +42,21 @@ ImageDataset load_cifar10(const std::string& dir_in, const std::string& prefix) 
   std::error_code ec;
   if (fs::is_directory(dir / "cifar-10-batches-bin", ec)) dir /= "cifar-10-batches-bin";
   if (!fs::is_directory(dir, ec))
-    throw DataError(dir_in + ": data.path is not a directory (data.format cifar10: unpack "
-                             "cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and give "
-                             "its cifar-10-batches-bin folder)");
+    throw DataError(dir_in +
+                    ": data.path is not a directory (data.format cifar10: unpack "
+                    "cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and give "
+                    "its cifar-10-batches-bin folder)");
   const auto files = split_files(dir, prefix);
   if (files.empty())
-    throw DataError(dir.string() + ": no " + prefix + ".bin or " + prefix + "_<n>.bin (data.format cifar10: "
+    throw DataError(dir.string() + ": no " + prefix + ".bin or " + prefix +
+                    "_<n>.bin (data.format cifar10: "
                     "data_batch_1.bin ... for training, test_batch.bin for validation)");
   int64_t records = 0;
   for (const auto& f : files) {
     const auto bytes = static_cast<int64_t>(fs::file_size(f, ec));
     if (ec || bytes == 0 || bytes % kRecord != 0)
-      throw DataError(f.string() + ": " + std::to_string(bytes) + " bytes is not a whole number of CIFAR-10 "
+      throw DataError(f.string() + ": " + std::to_string(bytes) +
+                      " bytes is not a whole number of CIFAR-10 "
                       "records (1 label + 3072 pixel bytes each; truncated?)");
     records += bytes / kRecord;
   }

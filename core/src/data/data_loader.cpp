@@ -20,8 +20,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> data, LoaderOptions option
 DataLoader::~DataLoader() { stop_worker(); }
 
 int64_t DataLoader::batches_per_epoch() const {
-  return opt_.drop_last ? per_rank_ / opt_.batch_size
-                        : (per_rank_ + opt_.batch_size - 1) / opt_.batch_size;
+  return opt_.drop_last ? per_rank_ / opt_.batch_size : (per_rank_ + opt_.batch_size - 1) / opt_.batch_size;
 }
 
 torch::Tensor DataLoader::indices(int64_t epoch) const {

@@ -27,8 +27,7 @@ size_t read_some(gzFile f, void* dst, size_t n, const std::string& path) {
     if (got < 0) {
       int errnum = 0;
       const char* msg = gzerror(f, &errnum);
-      throw DataError(path + ": cannot read: " + (msg ? msg : "gzip error") +
-                      " (a corrupt or truncated .gz file?)");
+      throw DataError(path + ": cannot read: " + (msg ? msg : "gzip error") + " (a corrupt or truncated .gz file?)");
     }
     if (got == 0) break;
     total += static_cast<size_t>(got);
@@ -43,13 +42,11 @@ torch::Tensor read_idx(const std::string& path) {
   GzFile f(gzopen(path.c_str(), "rb"));  // reads raw files as they are, too
   if (!f) throw DataError(path + ": cannot open");
   unsigned char magic[4];
-  if (read_some(f.get(), magic, 4, path) != 4)
-    throw DataError(path + ": too short for an IDX header");
+  if (read_some(f.get(), magic, 4, path) != 4) throw DataError(path + ": too short for an IDX header");
   if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] < 1 || magic[3] > 4) {
     char hex[16];
     std::snprintf(hex, sizeof hex, "%02x%02x%02x%02x", magic[0], magic[1], magic[2], magic[3]);
-    throw DataError(path + ": not an unsigned-byte IDX file (magic 0x" + hex +
-                    ", expected 0x00000801..0x00000804)");
+    throw DataError(path + ": not an unsigned-byte IDX file (magic 0x" + hex + ", expected 0x00000801..0x00000804)");
   }
   const int ndim = magic[3];
   std::vector<int64_t> dims(ndim);
@@ -80,12 +77,12 @@ std::string find_idx_file(const std::string& dir, const std::string& stem) {
 
 ImageDataset load_idx_images(const std::string& dir, const std::string& prefix) {
   if (!std::filesystem::is_directory(dir))
-    throw DataError(dir + ": data.path is not a directory (Fashion-MNIST: apt-get install "
-                          "dataset-fashion-mnist, at /usr/share/datasets/fashion-mnist)");
+    throw DataError(dir +
+                    ": data.path is not a directory (Fashion-MNIST: apt-get install "
+                    "dataset-fashion-mnist, at /usr/share/datasets/fashion-mnist)");
   const std::string stem = prefix + "-images-idx3-ubyte";
   const std::string images_file = find_idx_file(dir, stem);
-  if (images_file.empty())
-    throw DataError(dir + ": no " + stem + " or " + stem + ".gz (data.path, data.train_prefix)");
+  if (images_file.empty()) throw DataError(dir + ": no " + stem + " or " + stem + ".gz (data.path, data.train_prefix)");
   ImageDataset ds;
   ds.images_file = images_file;
   ds.images = read_idx(images_file);

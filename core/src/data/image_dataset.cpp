@@ -5,9 +5,7 @@
 namespace gantry {
 
 ImageTensorDataset::ImageTensorDataset(ImageDataset images, double low, double high)
-    : images_(std::move(images)),
-      scale_(static_cast<float>((high - low) / 255.0)),
-      offset_(static_cast<float>(low)) {}
+    : images_(std::move(images)), scale_(static_cast<float>((high - low) / 255.0)), offset_(static_cast<float>(low)) {}
 
 Batch ImageTensorDataset::get(int64_t index) const {
   Batch b = gather(&index, 1, false);

@@ -31,18 +31,18 @@ ImageDataset load_image_folder(const std::string& dir, const std::vector<int64_t
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw DataError(dir + ": data.path is not a directory (data.format image_folder)");
   if (!shape.empty() && (shape.size() != 3 || (shape[0] != 1 && shape[0] != 3) || shape[1] <= 0 || shape[2] <= 0))
-    throw DataError(dir + ": the plugin asks for samples of shape [" +
-                    [&] {
-                      std::string s;
-                      for (auto d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
-                      return s;
-                    }() +
-                    "]; an image folder gives [C, H, W] with C 1 or 3");
+    throw DataError(dir + ": the plugin asks for samples of shape [" + [&] {
+      std::string s;
+      for (auto d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+      return s;
+    }() + "]; an image folder gives [C, H, W] with C 1 or 3");
   // Class subfolders, or images directly in the folder: not both.
   std::vector<fs::path> classes, direct;
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.is_directory()) classes.push_back(e.path());
-    else if (e.is_regular_file() && is_image_file_name(e.path().filename().string())) direct.push_back(e.path());
+    if (e.is_directory())
+      classes.push_back(e.path());
+    else if (e.is_regular_file() && is_image_file_name(e.path().filename().string()))
+      direct.push_back(e.path());
   }
   std::sort(classes.begin(), classes.end());
   std::sort(direct.begin(), direct.end());
@@ -73,9 +73,8 @@ ImageDataset load_image_folder(const std::string& dir, const std::vector<int64_t
     if (!shape.empty())
       img = resize_image(img, w, h);
     else if (img.width != w || img.height != h)
-      throw DataError(path + ": " + shape_text(c, img.height, img.width) + ", but " +
-                      files[0].first.string() + " is " + shape_text(c, h, w) +
-                      " (a plugin whose DataSpec gives a shape gets every image resized to it)");
+      throw DataError(path + ": " + shape_text(c, img.height, img.width) + ", but " + files[0].first.string() + " is " +
+                      shape_text(c, h, w) + " (a plugin whose DataSpec gives a shape gets every image resized to it)");
     if (i == 0) images = torch::empty({int64_t(files.size()), c, h, w}, torch::kUInt8);
     // HWC interleaved -> CHW.
     uint8_t* dst = images.data_ptr<uint8_t>() + int64_t(i) * c * h * w;

@@ -4,8 +4,7 @@
 
 namespace gantry {
 
-Image8 make_grid(const torch::Tensor& images, int64_t nrow, int64_t padding, double low,
-                 double high) {
+Image8 make_grid(const torch::Tensor& images, int64_t nrow, int64_t padding, double low, double high) {
   TORCH_CHECK(images.dim() == 4, "log_image expects images [N, C, H, W], got ", images.sizes());
   const int64_t n = images.size(0), c = images.size(1), h = images.size(2), w = images.size(3);
   TORCH_CHECK(c == 1 || c == 3, "log_image expects 1 or 3 channels, got ", c);

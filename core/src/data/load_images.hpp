@@ -21,7 +21,6 @@ enum class Split { kTrain, kVal };
 /// (`prefix` is data.train_prefix or data.val_prefix). `shape` is the
 /// plugin's DataSpec shape [C, H, W] (empty: any); only an image folder is
 /// converted to it, the other formats are checked against it by the caller.
-GANTRY_CORE_EXPORT ImageDataset load_split(const DataOptions& data, Split split,
-                                           const std::vector<int64_t>& shape);
+GANTRY_CORE_EXPORT ImageDataset load_split(const DataOptions& data, Split split, const std::vector<int64_t>& shape);
 
 }  // namespace gantry

@@ -29,8 +29,8 @@ namespace gantry::cuda {
 
 void set_device(int index) { c10::cuda::set_device(static_cast<c10::DeviceIndex>(index)); }
 
-void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                      int size, std::chrono::milliseconds timeout) {
+void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                      std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);

@@ -27,8 +27,8 @@ void set_device(int index);
 /// CPU tensors: the stop agreement, status, RNG gathering), as
 /// init_process_group("cpu:gloo,cuda:nccl") does. `store`: a prefix of the
 /// job's rendezvous store. LibTorch 2.x only.
-void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                      int size, std::chrono::milliseconds timeout);
+void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                      std::chrono::milliseconds timeout);
 
 /// The NCCL version LibTorch was built with ("2.27.3"), for the "ddp:" line.
 std::string nccl_version();

@@ -85,8 +85,7 @@ std::string resolve_master_host(const std::string& host) {
     ::freeaddrinfo(res);
     return host;
   }
-  if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") !=
-      std::string::npos)
+  if (host.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != std::string::npos)
     return host;
   FILE* p = ::popen(("scontrol show node '" + host + "' 2>/dev/null").c_str(), "r");
   if (!p) return host;
@@ -139,22 +138,20 @@ DistEnv DistEnv::from(const std::map<std::string, std::string>& env) {
     d.node_rank = to_int(env, "SLURM_NODEID", 0);
     d.num_nodes = to_int(env, "SLURM_NNODES", 1);
     d.local_world_size = std::max(1, d.world_size / std::max(1, d.num_nodes));
-    const std::string nodes = get(env, "SLURM_STEP_NODELIST").empty() ? get(env, "SLURM_JOB_NODELIST")
-                                                                       : get(env, "SLURM_STEP_NODELIST");
+    const std::string nodes =
+        get(env, "SLURM_STEP_NODELIST").empty() ? get(env, "SLURM_JOB_NODELIST") : get(env, "SLURM_STEP_NODELIST");
     if (!nodes.empty()) d.master_addr = expand_nodelist(nodes).front();
     d.master_port = port_for_job(get(env, "SLURM_JOB_ID"));
-  } else if (env.count("SLURM_JOB_ID") && to_int(env, "SLURM_NTASKS", 1) > 1 &&
-             !env.count("SLURM_PROCID")) {
-    throw ConfigError("running inside SLURM job " + get(env, "SLURM_JOB_ID") + " with " +
-                      get(env, "SLURM_NTASKS") +
+  } else if (env.count("SLURM_JOB_ID") && to_int(env, "SLURM_NTASKS", 1) > 1 && !env.count("SLURM_PROCID")) {
+    throw ConfigError("running inside SLURM job " + get(env, "SLURM_JOB_ID") + " with " + get(env, "SLURM_NTASKS") +
                       " tasks but not under srun: start each rank with `srun gantry train ...`");
   }
   if (!get(env, "MASTER_ADDR").empty()) d.master_addr = get(env, "MASTER_ADDR");
   d.master_port = to_int(env, "MASTER_PORT", d.master_port);
   if (d.world_size < 1) throw ConfigError("world size " + std::to_string(d.world_size) + " < 1");
   if (d.rank < 0 || d.rank >= d.world_size)
-    throw ConfigError("rank " + std::to_string(d.rank) + " is outside the world size " +
-                      std::to_string(d.world_size) + " (" + d.source + " variables)");
+    throw ConfigError("rank " + std::to_string(d.rank) + " is outside the world size " + std::to_string(d.world_size) +
+                      " (" + d.source + " variables)");
   if (d.master_port <= 0 || d.master_port > 65535)
     throw ConfigError("MASTER_PORT " + std::to_string(d.master_port) + " is not a TCP port");
   return d;
@@ -163,22 +160,22 @@ DistEnv DistEnv::from(const std::map<std::string, std::string>& env) {
 void DistEnv::check(int64_t num_nodes_cfg, int64_t devices_cfg, const std::string& where) const {
   const int64_t expected = num_nodes_cfg * devices_cfg;
   if (expected != world_size)
-    throw ConfigError(where + ": trainer.num_nodes x trainer.devices = " +
-                      std::to_string(num_nodes_cfg) + " x " + std::to_string(devices_cfg) + " = " +
-                      std::to_string(expected) + " ranks, but " +
-                      (source == "slurm" ? "SLURM started " : source == "torchrun" ? "WORLD_SIZE is " : "this is ") +
+    throw ConfigError(where + ": trainer.num_nodes x trainer.devices = " + std::to_string(num_nodes_cfg) + " x " +
+                      std::to_string(devices_cfg) + " = " + std::to_string(expected) + " ranks, but " +
+                      (source == "slurm"      ? "SLURM started "
+                       : source == "torchrun" ? "WORLD_SIZE is "
+                                              : "this is ") +
                       std::to_string(world_size) +
-                      (source == "single" ? " process (use `gantry launch -n N` or srun)" : "") +
-                      ": make them agree");
+                      (source == "single" ? " process (use `gantry launch -n N` or srun)" : "") + ": make them agree");
   if (local_rank >= devices_cfg)
     throw ConfigError(where + ": local rank " + std::to_string(local_rank) +
                       " is beyond trainer.devices = " + std::to_string(devices_cfg));
 }
 
 std::string DistEnv::describe() const {
-  return "rank " + std::to_string(rank) + "/" + std::to_string(world_size) + " (node " +
-         std::to_string(node_rank) + ", local " + std::to_string(local_rank) + ") via " + source +
-         ", master " + master_addr + ":" + std::to_string(master_port);
+  return "rank " + std::to_string(rank) + "/" + std::to_string(world_size) + " (node " + std::to_string(node_rank) +
+         ", local " + std::to_string(local_rank) + ") via " + source + ", master " + master_addr + ":" +
+         std::to_string(master_port);
 }
 
 }  // namespace gantry

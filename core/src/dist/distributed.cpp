@@ -46,9 +46,7 @@ std::string seconds(std::chrono::milliseconds ms) {
   return std::to_string(ms.count() / 1000.0).substr(0, std::to_string(ms.count() / 1000).size() + 2) + " s";
 }
 
-bool is_loopback(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
+bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 // The local address of the interface that routes to the master: what Gloo
 // binds to, so that peers on other hosts (or network namespaces) reach it.
@@ -76,8 +74,7 @@ std::string local_address_towards(const std::string& host, int port) {
 
 // LibTorch 1.13: ProcessGroupGloo is itself a c10d::ProcessGroup. 2.x: it is
 // a c10d::Backend, and a ProcessGroup dispatches to it by device type.
-c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                       int size,
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                        c10::intrusive_ptr<c10d::ProcessGroupGloo::Options> options) {
 #if TORCH_VERSION_MAJOR >= 2
   auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, std::move(options));
@@ -196,7 +193,8 @@ void report_to_launcher(const std::vector<int>& ranks, int me, const std::string
   const int fd = std::atoi(fd_text);
   std::string line = "silent ";
   for (size_t i = 0; i < ranks.size(); ++i) line += (i ? "," : "") + std::to_string(ranks[i]);
-  line += " by " + std::to_string(me) + ": " + text.substr(0, 3000) + "\n";  // one write below PIPE_BUF: not interleaved
+  line +=
+      " by " + std::to_string(me) + ": " + text.substr(0, 3000) + "\n";  // one write below PIPE_BUF: not interleaved
   if (fd > 2) {
     const ssize_t n = ::write(fd, line.data(), line.size());
     (void)n;
@@ -235,7 +233,8 @@ std::string ProcessGroup::silent_ranks() {
       const int64_t mine = entered_.load(std::memory_order_relaxed);
       std::vector<int> silent, hung;
       for (int r = 0; r < env_.world_size; ++r) {
-        if (r == env_.rank || store_->check({"gantry/ended/" + std::to_string(r)})) continue;  // it left: its output says why
+        if (r == env_.rank || store_->check({"gantry/ended/" + std::to_string(r)}))
+          continue;  // it left: its output says why
         if (after[r] == before[r])
           silent.push_back(r);
         else if (entered[r] < mine)
@@ -327,8 +326,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   } catch (const std::exception& e) {
     throw Error(me + ": " +
                 (env.rank == 0 ? "cannot listen on " + where
-                               : "cannot reach the master (rank 0) at " + where + " within " +
-                                     seconds(timeout)) +
+                               : "cannot reach the master (rank 0) at " + where + " within " + seconds(timeout)) +
                 ": " + with_file_limit_hint(error_text(e)));
   }
   // Everyone checks in; everyone waits for everyone, then names the missing.
@@ -344,10 +342,11 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
       // The store lives in rank 0's process: it gave up waiting (its deadline
       // came first) and ended. Say who was missing here, not "Broken pipe".
       if (missing.empty())
-        throw Error(me + ": the rendezvous on " + where + " ended (rank 0 is gone; its output says why): " +
-                    error_text(e));
+        throw Error(me + ": the rendezvous on " + where +
+                    " ended (rank 0 is gone; its output says why): " + error_text(e));
       throw Error(me + ": " + ranks_word(missing) + " of " + std::to_string(env.world_size) +
-                  " never arrived at the rendezvous on " + where + "; rank 0 gave up waiting first and ended it "
+                  " never arrived at the rendezvous on " + where +
+                  "; rank 0 gave up waiting first and ended it "
                   "(not started, crashed, or another MASTER_ADDR/PORT?)");
     }
     missing = std::move(now_missing);
@@ -355,9 +354,9 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (!missing.empty()) {
-    throw Error(me + ": " + ranks_word(missing) + " of " +
-                std::to_string(env.world_size) + " never arrived at the rendezvous on " + where +
-                " within " + seconds(timeout) + " (not started, crashed, or another MASTER_ADDR/PORT?)");
+    throw Error(me + ": " + ranks_word(missing) + " of " + std::to_string(env.world_size) +
+                " never arrived at the rendezvous on " + where + " within " + seconds(timeout) +
+                " (not started, crashed, or another MASTER_ADDR/PORT?)");
   }
   try {
     heartbeat_ = std::make_unique<Heartbeat>(env_.master_addr, opts.port, env.rank, timeout, &entered_);
@@ -371,8 +370,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
   else if (is_loopback(env_.master_addr))
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  else if (const std::string local = local_address_towards(env_.master_addr, env_.master_port);
-           !local.empty())
+  else if (const std::string local = local_address_towards(env_.master_addr, env_.master_port); !local.empty())
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(local));
   else
     gloo->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
@@ -451,8 +449,7 @@ void ProcessGroup::collective(const char* what, F&& f) {
 
 void ProcessGroup::broadcast(const std::vector<torch::Tensor>& tensors) {
   if (tensors.empty()) return;
-  collective("broadcast from rank 0",
-             [&] { c10d::broadcast_coalesced(pg_, tensors, 16 * 1024 * 1024, 0); });
+  collective("broadcast from rank 0", [&] { c10d::broadcast_coalesced(pg_, tensors, 16 * 1024 * 1024, 0); });
 }
 
 void ProcessGroup::allreduce_sum(torch::Tensor& t) {
@@ -545,13 +542,13 @@ GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transpor
 #if TORCH_VERSION_MAJOR >= 2
   // 2.x takes no per-bucket limits (they are the buckets' own).
   (void)limits;
-  reducer_ = new_reducer<c10d::Reducer>(std::move(params), std::move(buckets), pg.group(), sparse, kFirstBucket, kBucket);
+  reducer_ =
+      new_reducer<c10d::Reducer>(std::move(params), std::move(buckets), pg.group(), sparse, kFirstBucket, kBucket);
 #else
-  reducer_ = std::make_shared<c10d::Reducer>(std::move(params), std::move(buckets), std::move(limits),
-                                             pg.group(), sparse, kBucket,
-                                             /*find_unused_parameters=*/false,
-                                             /*gradient_as_bucket_view=*/false,
-                                             std::unordered_map<size_t, std::string>{}, kFirstBucket);
+  reducer_ = std::make_shared<c10d::Reducer>(
+      std::move(params), std::move(buckets), std::move(limits), pg.group(), sparse, kBucket,
+      /*find_unused_parameters=*/false,
+      /*gradient_as_bucket_view=*/false, std::unordered_map<size_t, std::string>{}, kFirstBucket);
 #endif
   if (fp16) reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
 }
@@ -579,8 +576,10 @@ void GradSync::finish() {
   for (auto& p : params_) {
     auto in = view(slot + off, p);
     const torch::Tensor g = p.grad();
-    if (g.defined()) in.copy_(g);
-    else in.zero_();  // no gradient on this rank: it contributes zeros
+    if (g.defined())
+      in.copy_(g);
+    else
+      in.zero_();  // no gradient on this rank: it contributes zeros
     off += p.numel();
   }
   shm_->run(1.0f / static_cast<float>(world_));

@@ -68,8 +68,8 @@ void RankStatusReporter::write() {
   std::string csv = "rank,host,step,samples_per_s,rss_mib,wall_time\n";
   for (const auto& s : all) {
     char row[512];
-    std::snprintf(row, sizeof row, "%u,%s,%ld,%.1f,%.1f,%.3f\n", s.rank, s.host.c_str(), long(s.step),
-                  s.samples_per_s, s.rss_mib, s.wall_time);
+    std::snprintf(row, sizeof row, "%u,%s,%ld,%.1f,%.1f,%.3f\n", s.rank, s.host.c_str(), long(s.step), s.samples_per_s,
+                  s.rss_mib, s.wall_time);
     csv += row;
     if (stream_) stream_->rank_status(s);
   }

@@ -37,12 +37,13 @@ bool gone(int64_t pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) !=
 
 }  // namespace
 
-ShmAllreduce::ShmAllreduce(const std::string& name, int rank, int world, size_t count, bool create,
-                           double timeout_s, double stop_grace_s)
+ShmAllreduce::ShmAllreduce(const std::string& name, int rank, int world, size_t count, bool create, double timeout_s,
+                           double stop_grace_s)
     : name_(name), rank_(rank), world_(world), count_(count), timeout_s_(timeout_s), stop_grace_s_(stop_grace_s) {
   static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters need lock-free atomics");
   bytes_ = header_bytes(world) + (static_cast<size_t>(world) + 1) * count * sizeof(float);
-  const int fd = create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : ::shm_open(name.c_str(), O_RDWR, 0);
+  const int fd =
+      create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : ::shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0)
     throw Error("shared-memory gradient exchange: cannot " + std::string(create ? "create " : "open ") + "/dev/shm" +
                 name + ": " + std::strerror(errno) + " (trainer.grad_transport=gloo avoids it)");
@@ -50,8 +51,8 @@ ShmAllreduce::ShmAllreduce(const std::string& name, int rank, int world, size_t 
     const int e = errno;
     ::close(fd);
     ::shm_unlink(name.c_str());
-    throw Error("shared-memory gradient exchange: cannot size /dev/shm" + name + " to " +
-                std::to_string(bytes_ >> 20) + " MiB: " + std::strerror(e));
+    throw Error("shared-memory gradient exchange: cannot size /dev/shm" + name + " to " + std::to_string(bytes_ >> 20) +
+                " MiB: " + std::strerror(e));
   }
   map_ = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
@@ -69,7 +70,6 @@ ShmAllreduce::~ShmAllreduce() {
 }
 
 void ShmAllreduce::unlink() { ::shm_unlink(name_.c_str()); }
-
 
 std::string ShmAllreduce::missing_ranks() const {
   std::string who;

@@ -46,9 +46,8 @@ std::string join_shape(const torch::Tensor& batch) { return join_shape(batch.siz
 // The one line describing the engine, printed at the start of train/validate.
 void print_banner(const Experiment& e, int threads) {
   const BlasInfo blas = detect_blas();
-  std::printf("gantry %s | plugin %s | %s, %d thread%s\n", GANTRY_VERSION,
-              e.system->manifest().summary().c_str(), blas.name.c_str(), threads,
-              threads == 1 ? "" : "s");
+  std::printf("gantry %s | plugin %s | %s, %d thread%s\n", GANTRY_VERSION, e.system->manifest().summary().c_str(),
+              blas.name.c_str(), threads, threads == 1 ? "" : "s");
   const std::string warn = blas_warning(blas);
   if (!warn.empty()) std::fprintf(stderr, "%s\n", warn.c_str());
 }
@@ -204,7 +203,7 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   std::error_code ec;
   FreshRunDir fresh(experiment_dir.string(), fs::read_symlink(experiment_dir / "latest", ec).string());
   std::optional<RunDirLock> run_dir_lock;  // held until the process ends
-  if (zero) {  // only rank 0 writes the run directory
+  if (zero) {                              // only rank 0 writes the run directory
     run_dir = run_dir_for(cfg, cfg.trainer.resume, fresh);
     run_dir_lock.emplace(run_dir);
     write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
@@ -222,22 +221,20 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   // Replicas that differ are not data parallelism: fail the run on every rank
   // (what was trained is saved; the checkpoint holds rank 0's parameters).
   if (!r.replicas_identical)
-    throw TrainingError("the parameters differ across the " + std::to_string(dist.world_size) +
-                        " ranks at step " + std::to_string(r.state.global_step) +
+    throw TrainingError("the parameters differ across the " + std::to_string(dist.world_size) + " ranks at step " +
+                        std::to_string(r.state.global_step) +
                         ": a gradient was not averaged (a training_step that calls backward() and step() "
                         "itself skips DDP's all-reduce: use ctx.optimize); checkpoint " +
                         (zero ? r.last_checkpoint : std::string("of rank 0")) + " holds rank 0's parameters");
   if (!zero) return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
   // steps/s of this process's own batches (a resumed run's earlier ones ran elsewhere).
   const double steps_per_s = r.seconds > 0 ? double(r.steps_run) / r.seconds : 0;
-  std::printf("%s at step %ld (epoch %ld): %s, after %.1f s (%.1f steps/s)\n",
-              r.stop_signal ? "stopped" : "done", long(r.state.global_step), long(r.state.epoch),
-              r.stop_reason.c_str(), r.seconds, steps_per_s);
+  std::printf("%s at step %ld (epoch %ld): %s, after %.1f s (%.1f steps/s)\n", r.stop_signal ? "stopped" : "done",
+              long(r.state.global_step), long(r.state.epoch), r.stop_reason.c_str(), r.seconds, steps_per_s);
   for (const auto& [name, v] : r.last_values) std::printf("  %s %.4f\n", name.c_str(), v);
   if (dist.world_size > 1 && r.replicas_identical)
     std::printf("replicas bit-identical across %d ranks\n", dist.world_size);
-  std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(),
-              (fs::path(run_dir) / "images").c_str());
+  std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(), (fs::path(run_dir) / "images").c_str());
   return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
 }
 
@@ -249,8 +246,7 @@ void check_writable_dir(const std::string& dir, const std::string& what) {
   fs::path p = fs::absolute(dir);
   std::error_code ec;
   while (!fs::exists(p, ec) && p.has_parent_path() && p != p.parent_path()) p = p.parent_path();
-  if (!fs::is_directory(p, ec))
-    throw Error(what + " '" + dir + "': " + p.string() + " is not a directory");
+  if (!fs::is_directory(p, ec)) throw Error(what + " '" + dir + "': " + p.string() + " is not a directory");
   // Try it (access() says yes to root on /proc, and knows no quota): make
   // and remove an empty directory where train would make its own.
   std::string probe = (p / ".gantry-validate-XXXXXX").string();
@@ -344,7 +340,6 @@ int sample(const SampleOptions& o) {
   return 0;
 }
 
-
 namespace {
 
 // The one error line; on a line of its own when a progress bar was drawn.
@@ -368,8 +363,9 @@ int run_command(const std::function<int()>& command) {
   } catch (const c10::Error& e) {
     print_error(e.what_without_backtrace());
   } catch (const std::bad_alloc&) {
-    print_error("out of memory (std::bad_alloc): lower data.batch_size or the model's size, or give the "
-                "process more memory (ulimit -v, the job's --mem)");
+    print_error(
+        "out of memory (std::bad_alloc): lower data.batch_size or the model's size, or give the "
+        "process more memory (ulimit -v, the job's --mem)");
   } catch (const std::exception& e) {
     print_error(e.what());
   }

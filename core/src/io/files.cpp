@@ -133,12 +133,10 @@ std::string read_file(const std::string& path, uint64_t max_bytes, const std::st
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) throw Error(path + ": cannot stat the " + what + ": " + std::strerror(errno));
-  if (const std::string kind = kind_of(st.st_mode); !kind.empty())
-    throw Error(path + ": " + kind + ", not a " + what);
+  if (const std::string kind = kind_of(st.st_mode); !kind.empty()) throw Error(path + ": " + kind + ", not a " + what);
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes)
-    throw Error(path + ": " + size_text(size) + ", more than the " + size_text(max_bytes) + " a " + what +
-                " may be");
+    throw Error(path + ": " + size_text(size) + ", more than the " + size_text(max_bytes) + " a " + what + " may be");
   std::string bytes;
   try {
     bytes.resize(size);  // what the file holds now; a writer appending meanwhile is not waited for

@@ -52,8 +52,7 @@ Image8 read_image_file(const std::string& path, int channels) {
     throw DataError(path + ": " + std::to_string(w) + "x" + std::to_string(h) + " pixels is too large");
   }
   const int want = channels ? channels : (in_channels <= 2 ? 1 : 3);
-  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_file(f, &w, &h, &in_channels, want),
-                                               stbi_image_free);
+  std::unique_ptr<stbi_uc, void (*)(void*)> px(stbi_load_from_file(f, &w, &h, &in_channels, want), stbi_image_free);
   std::fclose(f);
   if (!px) {
     const char* why = stbi_failure_reason();
@@ -76,8 +75,8 @@ Image8 resize_image(const Image8& img, int width, int height) {
   out.pixels.resize(size_t(width) * size_t(height) * size_t(img.channels));
   if (!stbir_resize_uint8(img.pixels.data(), img.width, img.height, 0, out.pixels.data(), width, height, 0,
                           img.channels))
-    throw DataError("cannot resize a " + std::to_string(img.width) + "x" + std::to_string(img.height) +
-                    " image to " + std::to_string(width) + "x" + std::to_string(height));
+    throw DataError("cannot resize a " + std::to_string(img.width) + "x" + std::to_string(img.height) + " image to " +
+                    std::to_string(width) + "x" + std::to_string(height));
   return out;
 }
 

@@ -25,8 +25,7 @@ class GANTRY_CORE_EXPORT MetricsCsv {
   MetricsCsv& operator=(const MetricsCsv&) = delete;
 
   /// Appends a row and hands it to the OS. `wall_time`: seconds since the Unix epoch.
-  void write(int64_t step, int64_t epoch, double wall_time,
-             const std::vector<std::pair<std::string, double>>& values);
+  void write(int64_t step, int64_t epoch, double wall_time, const std::vector<std::pair<std::string, double>>& values);
   /// Drops the rows after `step` (a resumed run redoes them: no duplicates).
   void truncate_after(int64_t step);
   /// Flushes buffered rows to the OS.

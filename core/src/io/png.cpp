@@ -28,16 +28,19 @@ void put_chunk(std::string& out, const char type[4], const std::string& data) {
   std::string body(type, 4);
   body += data;
   out += body;
-  put_u32(out, static_cast<uint32_t>(
-                   crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size())));
+  put_u32(out, static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size())));
 }
 
 int color_type(int channels) {
   switch (channels) {
-    case 1: return 0;
-    case 3: return 2;
-    case 4: return 6;
-    default: throw std::invalid_argument("PNG: channels must be 1, 3 or 4");
+    case 1:
+      return 0;
+    case 3:
+      return 2;
+    case 4:
+      return 6;
+    default:
+      throw std::invalid_argument("PNG: channels must be 1, 3 or 4");
   }
 }
 
@@ -56,8 +59,8 @@ std::string encode_png(const Image8& img) {
   }
   uLongf zlen = compressBound(raw.size());
   std::string z(zlen, '\0');
-  if (compress2(reinterpret_cast<Bytef*>(z.data()), &zlen,
-                reinterpret_cast<const Bytef*>(raw.data()), raw.size(), 6) != Z_OK)
+  if (compress2(reinterpret_cast<Bytef*>(z.data()), &zlen, reinterpret_cast<const Bytef*>(raw.data()), raw.size(), 6) !=
+      Z_OK)
     throw std::runtime_error("PNG: zlib compression failed");
   z.resize(zlen);
 
@@ -94,8 +97,7 @@ Image8 decode_png(const std::string& bytes) {
       if (data[8] != 8 || data[12] != 0) fail("only 8-bit, non-interlaced images are supported");
       img.channels = data[9] == 0 ? 1 : data[9] == 2 ? 3 : data[9] == 6 ? 4 : 0;
       if (!img.channels) fail("unsupported color type");
-      if (img.width <= 0 || img.height <= 0 || img.width > 1 << 15 || img.height > 1 << 15)
-        fail("implausible size");
+      if (img.width <= 0 || img.height <= 0 || img.width > 1 << 15 || img.height > 1 << 15) fail("implausible size");
     } else if (type == "IDAT") {
       z.append(reinterpret_cast<const char*>(data), len);
     } else if (type == "IEND") {
@@ -107,8 +109,8 @@ Image8 decode_png(const std::string& bytes) {
   const size_t row = static_cast<size_t>(img.width) * img.channels;
   std::string raw((row + 1) * img.height, '\0');
   uLongf rawlen = raw.size();
-  if (uncompress(reinterpret_cast<Bytef*>(raw.data()), &rawlen,
-                 reinterpret_cast<const Bytef*>(z.data()), z.size()) != Z_OK ||
+  if (uncompress(reinterpret_cast<Bytef*>(raw.data()), &rawlen, reinterpret_cast<const Bytef*>(z.data()), z.size()) !=
+          Z_OK ||
       rawlen != raw.size())
     fail("corrupt image data");
   img.pixels.resize(row * img.height);
@@ -124,16 +126,25 @@ Image8 decode_png(const std::string& bytes) {
       const int c = (up && x >= size_t(bpp)) ? up[x - bpp] : 0;
       int pred = 0;
       switch (filter) {
-        case 0: pred = 0; break;
-        case 1: pred = a; break;
-        case 2: pred = b; break;
-        case 3: pred = (a + b) / 2; break;
+        case 0:
+          pred = 0;
+          break;
+        case 1:
+          pred = a;
+          break;
+        case 2:
+          pred = b;
+          break;
+        case 3:
+          pred = (a + b) / 2;
+          break;
         case 4: {
           const int pa = std::abs(b - c), pb = std::abs(a - c), pc = std::abs(a + b - 2 * c);
           pred = (pa <= pb && pa <= pc) ? a : (pb <= pc ? b : c);
           break;
         }
-        default: fail("bad filter type");
+        default:
+          fail("bad filter type");
       }
       out[x] = static_cast<uint8_t>(in[x] + pred);
     }

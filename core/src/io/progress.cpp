@@ -32,10 +32,15 @@ Progress::Mode Progress::parse_mode(ProgressMode mode, std::FILE* out) {
   return ::isatty(::fileno(out)) ? Mode::kBar : Mode::kLines;
 }
 
-Progress::Progress(Mode mode, int64_t total_steps, int64_t batches_per_epoch, int64_t batch_size,
-                   std::FILE* out)
-    : mode_(mode), total_(total_steps), per_epoch_(batches_per_epoch), batch_size_(batch_size),
-      out_(out), start_(Clock::now()), last_draw_(start_), window_start_(start_) {}
+Progress::Progress(Mode mode, int64_t total_steps, int64_t batches_per_epoch, int64_t batch_size, std::FILE* out)
+    : mode_(mode),
+      total_(total_steps),
+      per_epoch_(batches_per_epoch),
+      batch_size_(batch_size),
+      out_(out),
+      start_(Clock::now()),
+      last_draw_(start_),
+      window_start_(start_) {}
 
 void Progress::update(int64_t step, int64_t epoch, int64_t batch_in_epoch,
                       const std::vector<std::pair<std::string, double>>& values) {
@@ -71,8 +76,8 @@ void Progress::draw(bool final) {
   std::string line;
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   if (final && elapsed > 0 && first_step_ >= 0) rate_ = double(step_ - first_step_) * double(batch_size_) / elapsed;
-  std::snprintf(buf, sizeof buf, "epoch %ld (%ld/%ld)  step %ld", long(epoch_), long(batch_),
-                long(per_epoch_), long(step_));
+  std::snprintf(buf, sizeof buf, "epoch %ld (%ld/%ld)  step %ld", long(epoch_), long(batch_), long(per_epoch_),
+                long(step_));
   line += buf;
   if (total_ > 0) {
     std::snprintf(buf, sizeof buf, "/%ld", long(total_));

@@ -21,8 +21,7 @@ class GANTRY_CORE_EXPORT Progress {
   static Mode parse_mode(ProgressMode mode, std::FILE* out);
 
   /// `total_steps` <= 0: unknown (no ETA).
-  Progress(Mode mode, int64_t total_steps, int64_t batches_per_epoch, int64_t batch_size,
-           std::FILE* out = stdout);
+  Progress(Mode mode, int64_t total_steps, int64_t batches_per_epoch, int64_t batch_size, std::FILE* out = stdout);
 
   /// Called after every step; draws at most 10 times a second (bar) or every
   /// 10 s (lines).

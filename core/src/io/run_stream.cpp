@@ -30,8 +30,7 @@ RunStream::RunStream(const std::string& run_dir) {
 
 RunStream::~RunStream() = default;
 
-std::string RunStream::serve(const std::string& host, int port, const std::string& token,
-                             const std::string& run_name) {
+std::string RunStream::serve(const std::string& host, int port, const std::string& token, const std::string& run_name) {
   const std::string t = token.empty() ? random_token() : token;
   server_ = std::make_unique<StreamServer>(host, port, t, log_path_, run_name, seq_);
   return "gantry-monitor " + host + ":" + std::to_string(server_->port()) + " --token " + t;
@@ -50,8 +49,7 @@ void RunStream::send(wire::Payload payload) {
 
 void RunStream::run_info(wire::RunInfo info) { send(std::move(info)); }
 
-void RunStream::scalars(int64_t step, double wall_time,
-                        const std::vector<std::pair<std::string, double>>& values) {
+void RunStream::scalars(int64_t step, double wall_time, const std::vector<std::pair<std::string, double>>& values) {
   wire::Scalars s;
   for (const auto& [name, v] : values) {
     s.points.push_back({step, wall_time, name, v});
@@ -60,8 +58,8 @@ void RunStream::scalars(int64_t step, double wall_time,
   send(std::move(s));
 }
 
-void RunStream::image(const std::string& tag, int64_t step, double wall_time, const std::string& png,
-                      int width, int height, int channels) {
+void RunStream::image(const std::string& tag, int64_t step, double wall_time, const std::string& png, int width,
+                      int height, int channels) {
   send(wire::Image{tag, step, wall_time, static_cast<uint32_t>(width), static_cast<uint32_t>(height), png});
   tb_->image(tag, png, width, height, channels, step, wall_time);
 }

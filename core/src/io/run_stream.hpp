@@ -30,8 +30,8 @@ class GANTRY_CORE_EXPORT RunStream {
 
   void run_info(wire::RunInfo info);
   void scalars(int64_t step, double wall_time, const std::vector<std::pair<std::string, double>>& values);
-  void image(const std::string& tag, int64_t step, double wall_time, const std::string& png, int width,
-             int height, int channels);
+  void image(const std::string& tag, int64_t step, double wall_time, const std::string& png, int width, int height,
+             int channels);
   void rank_status(wire::RankStatus status);
   void event(const std::string& kind, int64_t step, double wall_time, const std::string& text);
   void flush();

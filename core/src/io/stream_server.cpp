@@ -24,7 +24,7 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr size_t kMaxQueuedBytes = 256u << 20;  // then the client is dropped (it may reconnect)
+constexpr size_t kMaxQueuedBytes = 256u << 20;            // then the client is dropped (it may reconnect)
 constexpr auto kHelloTimeout = std::chrono::seconds(10);  // a connection that says nothing is closed
 // Handshakes per source address: a bucket of 20 that refills at 5 per second
 // (a monitor reconnects once a second at most). Beyond it a connection is
@@ -180,9 +180,10 @@ struct Session : std::enable_shared_from_this<Session> {
     if (dropped > dropped_reported) {  // a per-connection notice (seq 0)
       const uint64_t n = dropped - dropped_reported;
       dropped_reported = dropped;
-      queue.push_front({wire::encode({0, wire::Event{"dropped", 0, 0, std::to_string(n) +
-                                                         " image(s) replaced by newer ones (slow client)"}}),
-                        false, ""});
+      queue.push_front(
+          {wire::encode(
+               {0, wire::Event{"dropped", 0, 0, std::to_string(n) + " image(s) replaced by newer ones (slow client)"}}),
+           false, ""});
       queued_bytes += queue.front().frame.size();
       server->pending++;
     }
@@ -248,14 +249,14 @@ bool StreamServer::Impl::admit(const std::string& source) {
   const auto now = std::chrono::steady_clock::now();
   if (buckets.size() > 4096) buckets.clear();  // many sources: forget them all rather than grow
   Bucket& b = buckets[source];
-  b.tokens = std::min(kHandshakeBurst, b.tokens + kHandshakesPerSecond *
-                                                      std::chrono::duration<double>(now - b.at).count());
+  b.tokens =
+      std::min(kHandshakeBurst, b.tokens + kHandshakesPerSecond * std::chrono::duration<double>(now - b.at).count());
   b.at = now;
   if (b.tokens < 1 || open.load() >= kMaxSessions) {
     if (refused++ % 100 == 0)  // one line per 100, not one per connection
-      log_line("refusing connections from " + source + ": more than " +
-               std::to_string(int(kHandshakesPerSecond)) + " handshakes/s (or " + std::to_string(kMaxSessions) +
-               " open); " + std::to_string(refused) + " refused so far");
+      log_line("refusing connections from " + source + ": more than " + std::to_string(int(kHandshakesPerSecond)) +
+               " handshakes/s (or " + std::to_string(kMaxSessions) + " open); " + std::to_string(refused) +
+               " refused so far");
     return false;
   }
   b.tokens -= 1;
@@ -308,8 +309,7 @@ StreamServer::~StreamServer() {
     impl->acceptor.close(ec);
     for (auto& s : std::set<std::shared_ptr<Session>>(impl->sessions)) s->end();
   });
-  for (int i = 0; i < 150 && impl_->open.load() > 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 150 && impl_->open.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   asio::post(impl_->ioc, [impl = impl_] {
     for (auto& s : std::set<std::shared_ptr<Session>>(impl->sessions)) s->drop("disconnected: the run ended");
     impl->ioc.stop();

@@ -21,8 +21,8 @@ class GANTRY_CORE_EXPORT StreamServer {
   /// Listens on host:port (0: a free port) and serves frames of `log_path`,
   /// whose frames up to seq `published` are already written (a resumed run's
   /// log). Throws gantry::Error when it cannot listen.
-  StreamServer(const std::string& host, int port, std::string token, std::string log_path,
-               std::string run_name, uint64_t published = 0);
+  StreamServer(const std::string& host, int port, std::string token, std::string log_path, std::string run_name,
+               uint64_t published = 0);
   ~StreamServer();
   StreamServer(const StreamServer&) = delete;
   StreamServer& operator=(const StreamServer&) = delete;

@@ -29,10 +29,23 @@ struct Proto {
     out.push_back(static_cast<char>(v));
   }
   void tag(int field, int wire_type) { varint(uint64_t(field) << 3 | uint64_t(wire_type)); }
-  void f64(int field, double v) { tag(field, 1); out.append(reinterpret_cast<const char*>(&v), 8); }
-  void f32(int field, float v) { tag(field, 5); out.append(reinterpret_cast<const char*>(&v), 4); }
-  void i64(int field, int64_t v) { tag(field, 0); varint(static_cast<uint64_t>(v)); }
-  void bytes(int field, const std::string& s) { tag(field, 2); varint(s.size()); out += s; }
+  void f64(int field, double v) {
+    tag(field, 1);
+    out.append(reinterpret_cast<const char*>(&v), 8);
+  }
+  void f32(int field, float v) {
+    tag(field, 5);
+    out.append(reinterpret_cast<const char*>(&v), 4);
+  }
+  void i64(int field, int64_t v) {
+    tag(field, 0);
+    varint(static_cast<uint64_t>(v));
+  }
+  void bytes(int field, const std::string& s) {
+    tag(field, 2);
+    varint(s.size());
+    out += s;
+  }
 };
 
 // Event{wall_time=1, step=2, summary=5{value=1{tag=1, simple_value=2 | image=4}}}
@@ -52,9 +65,9 @@ TfEventsWriter::TfEventsWriter(const std::string& dir) : last_flush_(std::chrono
   char host[256] = "localhost";
   ::gethostname(host, sizeof host - 1);
   const double now = unix_time();
-  path_ = (std::filesystem::path(dir) / ("events.out.tfevents." + std::to_string(static_cast<int64_t>(now)) +
-                                         "." + host))
-              .string();
+  path_ =
+      (std::filesystem::path(dir) / ("events.out.tfevents." + std::to_string(static_cast<int64_t>(now)) + "." + host))
+          .string();
   file_ = std::fopen(path_.c_str(), "ab");
   if (!file_) throw Error("cannot create " + path_ + ": " + std::strerror(errno));
   Proto version;
@@ -91,8 +104,8 @@ void TfEventsWriter::scalar(const std::string& tag, double value, int64_t step, 
   record(event_with_value(v.out, step, wall_time));
 }
 
-void TfEventsWriter::image(const std::string& tag, const std::string& png, int width, int height,
-                           int channels, int64_t step, double wall_time) {
+void TfEventsWriter::image(const std::string& tag, const std::string& png, int width, int height, int channels,
+                           int64_t step, double wall_time) {
   Proto img;
   img.i64(1, height);
   img.i64(2, width);

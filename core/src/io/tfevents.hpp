@@ -22,8 +22,8 @@ class GANTRY_CORE_EXPORT TfEventsWriter {
   TfEventsWriter& operator=(const TfEventsWriter&) = delete;
 
   void scalar(const std::string& tag, double value, int64_t step, double wall_time);
-  void image(const std::string& tag, const std::string& png, int width, int height, int channels,
-             int64_t step, double wall_time);
+  void image(const std::string& tag, const std::string& png, int width, int height, int channels, int64_t step,
+             double wall_time);
   /// Hands buffered records to the OS (every record is flushed as written).
   void flush();
   const std::string& path() const { return path_; }

@@ -22,8 +22,8 @@ EmaWeights::EmaWeights(const EmaOptions& options, const std::vector<NamedModule>
   for (const auto& m : modules) names += (names.empty() ? "" : ", ") + m.name;
   for (const auto& w : wanted)
     if (std::none_of(modules.begin(), modules.end(), [&](const NamedModule& m) { return m.name == w; }))
-      throw ConfigError(where + ": ema.modules names '" + w + "', which modules() does not return (it returns: " +
-                        names + ")");
+      throw ConfigError(where + ": ema.modules names '" + w +
+                        "', which modules() does not return (it returns: " + names + ")");
   torch::NoGradGuard no_grad;
   for (const auto& m : modules) {
     if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), m.name) == wanted.end()) continue;

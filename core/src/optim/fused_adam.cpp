@@ -29,8 +29,8 @@ void adam_kernel(float* p, const float* g, float* m, float* v, int64_t n, const 
 // or overlaps, in any order of dimensions (a contiguous tensor, or e.g. a
 // weight kept transposed by the runner's weight layout).
 bool dense_cpu_float(const torch::Tensor& t) {
-  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat &&
-         t.layout() == torch::kStrided && t.is_non_overlapping_and_dense();
+  return t.defined() && t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.layout() == torch::kStrided &&
+         t.is_non_overlapping_and_dense();
 }
 
 // `t` laid out element for element as `like` (same sizes, same strides).
@@ -127,7 +127,6 @@ void step_param(torch::optim::Optimizer& opt, const torch::optim::AdamOptions& o
 
 }  // namespace
 
-
 void fused_adam_step(torch::optim::Optimizer& opt) {
   torch::NoGradGuard no_grad;
   for (auto& group : opt.param_groups()) {
@@ -136,8 +135,7 @@ void fused_adam_step(torch::optim::Optimizer& opt) {
   }
 }
 
-AdamInBackward::AdamInBackward(std::shared_ptr<torch::optim::Optimizer> opt,
-                               const std::vector<torch::Tensor>& params)
+AdamInBackward::AdamInBackward(std::shared_ptr<torch::optim::Optimizer> opt, const std::vector<torch::Tensor>& params)
     : opt_(std::move(opt)), params_(params), armed_(std::make_shared<bool>(false)) {
   // Each parameter's group options, found once here rather than by a search
   // on every step (the options object stays put; a changed lr is seen).
@@ -225,7 +223,8 @@ void DeviceAdam::prepare() {
                              torch::TensorOptions(torch::kFloat).device(p.param.device()));
     const double lr = static_cast<const torch::optim::AdamOptions&>(param_groups[i].options()).lr();
     if (g.params.empty() || lr == g.lr_value) continue;
-    if (!g.lr.defined()) g.lr = torch::empty({}, torch::TensorOptions(torch::kFloat).device(g.params[0].param.device()));
+    if (!g.lr.defined())
+      g.lr = torch::empty({}, torch::TensorOptions(torch::kFloat).device(g.params[0].param.device()));
     g.lr.fill_(lr);
     g.lr_value = lr;
   }

@@ -36,7 +36,7 @@ inline __attribute__((always_inline)) void adam_body(float* p, const float* g, f
 
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void adam_avx2(float* p, const float* g, float* m, float* v, int64_t n,
-                                                    const AdamScalars& s) {
+                                                   const AdamScalars& s) {
   adam_body(p, g, m, v, n, s);
 }
 const bool kHaveAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

@@ -8,7 +8,8 @@
 namespace gantry {
 
 struct AdamScalars {
-  float b1, a1, b2, a2, s2, eps, neg_step, wd;  ///< beta1, 1-beta1, beta2, 1-beta2, sqrt(bc2), eps, -lr/bc1, weight decay
+  float b1, a1, b2, a2, s2, eps, neg_step,
+      wd;  ///< beta1, 1-beta1, beta2, 1-beta2, sqrt(bc2), eps, -lr/bc1, weight decay
 };
 
 /// The Adam update of n elements of p with gradient g and moments m, v (AVX2/FMA when the CPU has them).

@@ -9,7 +9,8 @@ namespace gantry {
 LrSchedule::LrSchedule(const OptimizerOptions& options, std::vector<double> base_lrs, int64_t total,
                        const std::string& where)
     : options_(options), base_(std::move(base_lrs)), total_(total) {
-  const bool needs_length = options_.scheduler == SchedulerKind::kCosine || options_.scheduler == SchedulerKind::kLinear;
+  const bool needs_length =
+      options_.scheduler == SchedulerKind::kCosine || options_.scheduler == SchedulerKind::kLinear;
   if (needs_length && total_ <= 0)
     throw ConfigError(where + ": scheduler " + choice_name(options_.scheduler) +
                       " needs the run's length: set trainer.max_steps or trainer.max_epochs");
@@ -44,7 +45,7 @@ double LrSchedule::lr(size_t group, int64_t t) const {
     const double frac = std::min(1.0, double(u) / double(total_ - w));
     const double m = options_.min_lr;
     main = options_.scheduler == SchedulerKind::kCosine ? m + (base - m) * 0.5 * (1.0 + std::cos(M_PI * frac))
-                                          : base - (base - m) * frac;
+                                                        : base - (base - m) * frac;
   }
   return warm * main;
 }

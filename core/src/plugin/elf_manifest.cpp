@@ -103,14 +103,22 @@ namespace {
 
 std::string machine_name(unsigned machine) {
   switch (machine) {
-    case EM_X86_64: return "x86-64";
-    case EM_AARCH64: return "aarch64";
-    case EM_386: return "i386";
-    case EM_ARM: return "32-bit ARM";
-    case EM_PPC64: return "ppc64";
-    case EM_RISCV: return "riscv";
-    case EM_S390: return "s390";
-    default: return "machine " + std::to_string(machine);
+    case EM_X86_64:
+      return "x86-64";
+    case EM_AARCH64:
+      return "aarch64";
+    case EM_386:
+      return "i386";
+    case EM_ARM:
+      return "32-bit ARM";
+    case EM_PPC64:
+      return "ppc64";
+    case EM_RISCV:
+      return "riscv";
+    case EM_S390:
+      return "s390";
+    default:
+      return "machine " + std::to_string(machine);
   }
 }
 

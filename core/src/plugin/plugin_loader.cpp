@@ -51,21 +51,19 @@ void check_against_runner(const PluginManifest& p) {
   // call to one would jump past the end of the plugin's view of the table.
   if (p.abi_minor > r.abi_minor)
     throw PluginError(who + " uses gantry ABI " + std::to_string(p.abi_major) + "." + std::to_string(p.abi_minor) +
-                      ", newer than this runner's " + std::to_string(r.abi_major) + "." +
-                      std::to_string(r.abi_minor) + ": update gantry, or rebuild the plugin against SDK " +
-                      std::to_string(r.abi_major) + "." + std::to_string(r.abi_minor));
+                      ", newer than this runner's " + std::to_string(r.abi_major) + "." + std::to_string(r.abi_minor) +
+                      ": update gantry, or rebuild the plugin against SDK " + std::to_string(r.abi_major) + "." +
+                      std::to_string(r.abi_minor));
   if (p.torch_major != r.torch_major || p.torch_minor != r.torch_minor)
-    throw PluginError(who + " was built against LibTorch " +
-                      torch_version(p.torch_major, p.torch_minor) + ", this runner uses " +
-                      torch_version(r.torch_major, r.torch_minor) + ": rebuild the plugin");
+    throw PluginError(who + " was built against LibTorch " + torch_version(p.torch_major, p.torch_minor) +
+                      ", this runner uses " + torch_version(r.torch_major, r.torch_minor) + ": rebuild the plugin");
   if (p.cxx11_abi != r.cxx11_abi)
     throw PluginError(who + " was built with _GLIBCXX_USE_CXX11_ABI=" + std::to_string(p.cxx11_abi) +
                       ", this runner with " + std::to_string(r.cxx11_abi) +
                       ": rebuild the plugin with the runner's LibTorch flags");
   if (p.cuda != r.cuda)
-    throw PluginError(who + " was built for " + (p.cuda ? "a CUDA" : "a CPU-only") +
-                      " LibTorch, this runner for " + (r.cuda ? "a CUDA" : "a CPU-only") +
-                      " one: rebuild the plugin against the runner's LibTorch");
+    throw PluginError(who + " was built for " + (p.cuda ? "a CUDA" : "a CPU-only") + " LibTorch, this runner for " +
+                      (r.cuda ? "a CUDA" : "a CPU-only") + " one: rebuild the plugin against the runner's LibTorch");
 }
 
 // The runner's copy of a manifest (strings only when the plugin is loaded:
@@ -96,8 +94,8 @@ void check_needed(const std::string& path, const std::vector<std::string>& neede
     std::smatch m;
     if (!std::regex_match(lib, m, versioned)) continue;
     if (std::stoi(m[2]) == TORCH_VERSION_MAJOR && std::stoi(m[3]) == TORCH_VERSION_MINOR) continue;
-    throw PluginError("plugin " + path + " is linked against " + lib + " (LibTorch " + m[2].str() + "." +
-                      m[3].str() + "), this runner uses " + torch_version(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR) +
+    throw PluginError("plugin " + path + " is linked against " + lib + " (LibTorch " + m[2].str() + "." + m[3].str() +
+                      "), this runner uses " + torch_version(TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR) +
                       ": rebuild the plugin against this runner's LibTorch (headers and libraries)");
   }
 }
@@ -111,12 +109,10 @@ void check_plugin_file(const std::string& path, const ElfPlugin& elf) {
   check_needed(path, elf.needed);
 }
 
-
 std::string PluginManifest::summary() const {
   std::ostringstream s;
-  s << name << " " << version << " (ABI " << abi_major << "." << abi_minor << ", LibTorch "
-    << torch_major << "." << torch_minor << ", C++11 ABI " << cxx11_abi << ", "
-    << (cuda ? "CUDA" : "CPU") << ")";
+  s << name << " " << version << " (ABI " << abi_major << "." << abi_minor << ", LibTorch " << torch_major << "."
+    << torch_minor << ", C++11 ABI " << cxx11_abi << ", " << (cuda ? "CUDA" : "CPU") << ")";
   return s.str();
 }
 
@@ -149,8 +145,7 @@ std::shared_ptr<Plugin> Plugin::open(const std::string& path) {
   void* probe = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!probe) {
     const char* err = ::dlerror();
-    throw PluginError("plugin " + path + " is not a loadable shared library: " +
-                      (err ? err : "unknown dlopen error"));
+    throw PluginError("plugin " + path + " is not a loadable shared library: " + (err ? err : "unknown dlopen error"));
   }
   auto lib = std::make_shared<boost::dll::shared_library>();
   boost::dll::fs::error_code ec;
@@ -159,20 +154,17 @@ std::shared_ptr<Plugin> Plugin::open(const std::string& path) {
   if (ec) throw PluginError("plugin " + path + " cannot be loaded: " + ec.message());
 
   if (!lib->has("gantry_manifest"))
-    throw PluginError("plugin " + path +
-                      " is not a gantry plugin: it exports no gantry_manifest (use GANTRY_PLUGIN)");
+    throw PluginError("plugin " + path + " is not a gantry plugin: it exports no gantry_manifest (use GANTRY_PLUGIN)");
   const auto& raw = lib->get_alias<const gantry_manifest_v1>("gantry_manifest");
   if (raw.struct_size < kManifestV1Size)
-    throw PluginError("plugin " + path + " has a truncated manifest (" +
-                      std::to_string(raw.struct_size) + " bytes, at least " +
-                      std::to_string(kManifestV1Size) + " expected)");
+    throw PluginError("plugin " + path + " has a truncated manifest (" + std::to_string(raw.struct_size) +
+                      " bytes, at least " + std::to_string(kManifestV1Size) + " expected)");
   auto plugin = std::shared_ptr<Plugin>(new Plugin());
   PluginManifest& m = plugin->manifest_;
   m = manifest_of(raw, path);
   check_against_runner(m);
   if (!lib->has("gantry_create"))
-    throw PluginError("plugin " + path + " (" + m.name +
-                      ") exports no factory gantry_create (use GANTRY_PLUGIN)");
+    throw PluginError("plugin " + path + " (" + m.name + ") exports no factory gantry_create (use GANTRY_PLUGIN)");
   plugin->lib_ = std::move(lib);
   return plugin;
 }
@@ -192,8 +184,7 @@ std::vector<std::string> Plugin::search_path() {
 }
 
 std::shared_ptr<Plugin> Plugin::find(const std::string& name_or_path) {
-  const bool is_path = name_or_path.find('/') != std::string::npos ||
-                       fs::path(name_or_path).extension() == ".so";
+  const bool is_path = name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".so";
   if (is_path) return open(name_or_path);
   std::string searched;
   for (const auto& dir : search_path()) {
@@ -201,8 +192,8 @@ std::shared_ptr<Plugin> Plugin::find(const std::string& name_or_path) {
     if (fs::exists(candidate)) return open(candidate.string());
     searched += (searched.empty() ? "" : ", ") + dir;
   }
-  throw PluginError("plugin '" + name_or_path + "' not found: no lib" + name_or_path + ".so in " +
-                    searched + " (set GANTRY_PLUGIN_PATH or give a path)");
+  throw PluginError("plugin '" + name_or_path + "' not found: no lib" + name_or_path + ".so in " + searched +
+                    " (set GANTRY_PLUGIN_PATH or give a path)");
 }
 
 namespace {
@@ -244,7 +235,8 @@ std::string probe_in_child(const std::string& path) {
   bool timed_out = false;
   while (true) {
     pollfd p{fds[0], POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;

@@ -108,8 +108,8 @@ std::vector<LrLambda> PluginSystem::configure_schedulers() {
       } catch (const Error&) {
         throw;
       } catch (const std::exception& e) {
-        throw PluginError(plugin_failure(plugin, "the lr factor of optimizer " + optimizer + " at t=" +
-                                                     std::to_string(t), -1, e));
+        throw PluginError(
+            plugin_failure(plugin, "the lr factor of optimizer " + optimizer + " at t=" + std::to_string(t), -1, e));
       }
     };
   }

@@ -48,12 +48,12 @@ class GANTRY_CORE_EXPORT PluginSystem {
   DataSpec data_spec();
 
   // ---- ABI 1.1 (a 1.0 plugin: the defaults named) ----
-  StateDict extra_state(int64_t step);                             ///< 1.0: none
-  void load_extra_state(const StateDict& state, int64_t step);     ///< 1.0: nothing to load
-  std::shared_ptr<Dataset> train_dataset();                        ///< 1.0: null (the runner's data)
-  std::shared_ptr<Dataset> val_dataset();                          ///< 1.0: null
-  torch::Tensor render_samples(const torch::Tensor& samples);      ///< 1.0: undefined (samples are images)
-  std::vector<LrLambda> configure_schedulers();                    ///< 1.0: none
+  StateDict extra_state(int64_t step);                          ///< 1.0: none
+  void load_extra_state(const StateDict& state, int64_t step);  ///< 1.0: nothing to load
+  std::shared_ptr<Dataset> train_dataset();                     ///< 1.0: null (the runner's data)
+  std::shared_ptr<Dataset> val_dataset();                       ///< 1.0: null
+  torch::Tensor render_samples(const torch::Tensor& samples);   ///< 1.0: undefined (samples are images)
+  std::vector<LrLambda> configure_schedulers();                 ///< 1.0: none
 
   // ---- ABI 1.2 ----
   /// Throws a PluginError naming the plugin's SDK and the one that has

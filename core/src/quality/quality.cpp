@@ -109,7 +109,8 @@ FeatureModel::FeatureModel(const std::string& where, torch::Device device, const
   } else if (fs::exists(where, ec)) {
     checkpoint_ = where;
   } else {
-    throw Error(key + ": " + where + " does not exist (train the classifier first: gantry train "
+    throw Error(key + ": " + where +
+                " does not exist (train the classifier first: gantry train "
                 "configs/classifier_fashion_mnist.yaml; or name a classifier checkpoint, run or experiment directory)");
   }
   exp_ = Experiment::load_trained(checkpoint_, device).experiment;
@@ -139,12 +140,11 @@ void FeatureModel::embed(const torch::Tensor& x, FeatureStats& stats) {
   stats.add(features, logits);
 }
 
-void FeatureModel::add(const torch::Tensor& images, double low, double high, FeatureStats& stats,
-                       int64_t batch_size) {
+void FeatureModel::add(const torch::Tensor& images, double low, double high, FeatureStats& stats, int64_t batch_size) {
   if (!spec_.shape.empty() && (images.dim() != 4 || images.sizes().slice(1).vec() != spec_.shape)) {
     std::ostringstream s;
-    s << key_ << ": the samples are " << images.sizes() << ", plugin " << plugin_name() << " ("
-      << checkpoint_ << ") embeds images " << c10::IntArrayRef(spec_.shape);
+    s << key_ << ": the samples are " << images.sizes() << ", plugin " << plugin_name() << " (" << checkpoint_
+      << ") embeds images " << c10::IntArrayRef(spec_.shape);
     throw Error(s.str());
   }
   torch::NoGradGuard no_grad;
@@ -191,9 +191,8 @@ FeatureStats FeatureModel::real_stats(int64_t batch_size, std::string* note) {
   FeatureStats stats;
   add_pixels(real.images, stats, batch_size);
   auto d = stats.to_dict();
-  d.insert("made_from", torch::from_blob(const_cast<char*>(made_from.data()), {int64_t(made_from.size())},
-                                         torch::kUInt8)
-                            .clone());
+  d.insert("made_from",
+           torch::from_blob(const_cast<char*>(made_from.data()), {int64_t(made_from.size())}, torch::kUInt8).clone());
   try {
     const std::vector<char> bytes = torch::pickle_save(d);
     write_file_atomic(cache, std::string(bytes.begin(), bytes.end()));

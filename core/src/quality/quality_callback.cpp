@@ -33,10 +33,11 @@ class QualityCallback final : public Callback {
     if (!fit.accel.is_zero()) return;
     std::string note;
     real_ = features_.real_stats(opt_.quality_batch_size, &note);
-    std::printf("quality: every %ld steps, %ld samples against %ld real images under plugin %s (%s); "
-                "real features %s\n",
-                long(opt_.quality_every_n_steps), long(opt_.quality_samples), long(real_.count),
-                features_.plugin_name().c_str(), features_.checkpoint().c_str(), note.c_str());
+    std::printf(
+        "quality: every %ld steps, %ld samples against %ld real images under plugin %s (%s); "
+        "real features %s\n",
+        long(opt_.quality_every_n_steps), long(opt_.quality_samples), long(real_.count),
+        features_.plugin_name().c_str(), features_.checkpoint().c_str(), note.c_str());
   }
 
   void on_fit_start(FitState& fit) override {

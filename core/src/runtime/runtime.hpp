@@ -14,8 +14,8 @@
 namespace gantry {
 
 struct BlasInfo {
-  std::string name;   ///< "OpenBLAS", "reference BLAS", "MKL", "MKL (built into LibTorch)", "BLIS" or "unknown"
-  std::string path;   ///< the library that provides dgemm_/sgemm_
+  std::string name;        ///< "OpenBLAS", "reference BLAS", "MKL", "MKL (built into LibTorch)", "BLIS" or "unknown"
+  std::string path;        ///< the library that provides dgemm_/sgemm_
   bool reference = false;  ///< Netlib's reference BLAS: ~40x slower at matrix products
 };
 

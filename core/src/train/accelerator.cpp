@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-
 #include "gantry/errors.hpp"
 #include "train/checkpoint.hpp"
 #if GANTRY_WITH_CUDA
@@ -55,7 +54,8 @@ class GlooAccelerator final : public Accelerator {
   std::unique_ptr<GradSync> grad_sync(std::vector<torch::Tensor> params) override {
     if (!pg_) return nullptr;
     const auto& t = cfg_.trainer;
-    auto sync = std::make_unique<GradSync>(*pg_, std::move(params), transport(), t.grad_compression == GradCompression::kFp16);
+    auto sync =
+        std::make_unique<GradSync>(*pg_, std::move(params), transport(), t.grad_compression == GradCompression::kFp16);
     if (t.grad_transport == GradTransport::kShm && sync->transport() != GradSync::Transport::kShm)
       throw Error("rank " + std::to_string(dist_.rank) +
                   ": trainer.grad_transport=shm, but the ranks cannot share memory here (see above; "
@@ -82,7 +82,8 @@ class GlooAccelerator final : public Accelerator {
       throw ConfigError(cfg_.where("trainer.grad_transport") +
                         ": trainer.grad_transport=shm needs every rank on one host; this job has " +
                         std::to_string(dist_.num_nodes) + " nodes (use auto or gloo)");
-    if (t.grad_transport == GradTransport::kGloo || t.grad_compression == GradCompression::kFp16) return GradSync::Transport::kGloo;
+    if (t.grad_transport == GradTransport::kGloo || t.grad_compression == GradCompression::kFp16)
+      return GradSync::Transport::kGloo;
     if (t.grad_transport == GradTransport::kShm) return GradSync::Transport::kShm;
     return one_host && device_.is_cpu() ? GradSync::Transport::kShm : GradSync::Transport::kGloo;
   }
@@ -104,18 +105,19 @@ class CudaAccelerator final : public Accelerator {
       : Accelerator(dist), cfg_(cfg), device_(torch::kCUDA, static_cast<c10::DeviceIndex>(dist.local_rank)) {
     const auto& t = cfg.trainer;
     if (t.grad_transport != GradTransport::kAuto)
-      throw ConfigError(cfg.where("trainer.grad_transport") + ": trainer.grad_transport=" + choice_name(t.grad_transport) +
+      throw ConfigError(cfg.where("trainer.grad_transport") +
+                        ": trainer.grad_transport=" + choice_name(t.grad_transport) +
                         " is for CPU ranks; on CUDA gradients go through NCCL (use auto)");
     const int count = static_cast<int>(torch::cuda::device_count());
     if (dist.local_rank >= count)
       throw ConfigError(cfg.where("trainer.devices") + ": rank " + std::to_string(dist.rank) + " has LOCAL_RANK " +
                         std::to_string(dist.local_rank) + ", but this node has " + std::to_string(count) +
-                        " CUDA device" + (count == 1 ? "" : "s") + " (trainer.devices is " +
-                        std::to_string(t.devices) + ": one rank per GPU)");
+                        " CUDA device" + (count == 1 ? "" : "s") + " (trainer.devices is " + std::to_string(t.devices) +
+                        ": one rank per GPU)");
     cuda::set_device(dist.local_rank);
     if (dist_.world_size <= 1) return;
-    pg_ = std::make_unique<ProcessGroup>(
-        dist_, std::chrono::milliseconds(static_cast<int64_t>(t.dist_timeout * 1000)), /*nccl=*/true);
+    pg_ = std::make_unique<ProcessGroup>(dist_, std::chrono::milliseconds(static_cast<int64_t>(t.dist_timeout * 1000)),
+                                         /*nccl=*/true);
   }
 
   torch::Device device() const override { return device_; }
@@ -169,7 +171,8 @@ std::unique_ptr<Accelerator> make_accelerator(const ExperimentConfig& cfg, const
                       "LibTorch (use cpu or auto)");
   dist.check(t.num_nodes, t.devices, cfg.where("trainer.devices"));
 #if GANTRY_WITH_CUDA
-  if (t.accelerator == AcceleratorKind::kCuda || (t.accelerator == AcceleratorKind::kAuto && torch::cuda::is_available()))
+  if (t.accelerator == AcceleratorKind::kCuda ||
+      (t.accelerator == AcceleratorKind::kAuto && torch::cuda::is_available()))
     return std::make_unique<CudaAccelerator>(cfg, dist);
 #endif
   return std::make_unique<GlooAccelerator>(cfg, dist);

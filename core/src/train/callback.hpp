@@ -51,10 +51,18 @@ class MetricInterval {
       Acc& a = acc_[i];
       switch (a.reduce) {
         case Reduce::kMean:
-        case Reduce::kSum: a.value += x; break;
-        case Reduce::kMax: a.value = std::max(a.value, x); break;
-        case Reduce::kMin: a.value = std::min(a.value, x); break;
-        case Reduce::kLast: a.value = x; break;
+        case Reduce::kSum:
+          a.value += x;
+          break;
+        case Reduce::kMax:
+          a.value = std::max(a.value, x);
+          break;
+        case Reduce::kMin:
+          a.value = std::min(a.value, x);
+          break;
+        case Reduce::kLast:
+          a.value = x;
+          break;
       }
     }
     ++acc_[i].count;
@@ -64,7 +72,8 @@ class MetricInterval {
   }
   Values reduced() const {
     Values out;
-    for (const auto& a : acc_) out.emplace_back(a.name, a.reduce == Reduce::kMean ? a.value / double(a.count) : a.value);
+    for (const auto& a : acc_)
+      out.emplace_back(a.name, a.reduce == Reduce::kMean ? a.value / double(a.count) : a.value);
     return out;
   }
   bool empty() const { return acc_.empty(); }
@@ -87,15 +96,15 @@ struct FitState {
 
   Model& model;
   Accelerator& accel;
-  RunOutputs* out = nullptr;  ///< rank 0's metrics.csv, stream, images, progress; null elsewhere
-  const std::string& run_dir; ///< "" on ranks other than 0
-  TrainState state;           ///< after a batch: global_step counts it
-  int64_t total_steps = -1;   ///< -1: unbounded (max_time or a signal ends it)
-  int64_t per_epoch = 0;      ///< batches per epoch on this rank
-  int64_t batch_size = 0;     ///< per rank
-  Values values;              ///< the last batch's logged values (averaged where logged with sync)
-  MetricInterval interval;    ///< everything logged since the last metrics row (batches, log_samples)
-  EmaWeights* ema = nullptr;  ///< the weights' EMA when ema.decay > 0, the trainer's (samples are drawn with it)
+  RunOutputs* out = nullptr;    ///< rank 0's metrics.csv, stream, images, progress; null elsewhere
+  const std::string& run_dir;   ///< "" on ranks other than 0
+  TrainState state;             ///< after a batch: global_step counts it
+  int64_t total_steps = -1;     ///< -1: unbounded (max_time or a signal ends it)
+  int64_t per_epoch = 0;        ///< batches per epoch on this rank
+  int64_t batch_size = 0;       ///< per rank
+  Values values;                ///< the last batch's logged values (averaged where logged with sync)
+  MetricInterval interval;      ///< everything logged since the last metrics row (batches, log_samples)
+  EmaWeights* ema = nullptr;    ///< the weights' EMA when ema.decay > 0, the trainer's (samples are drawn with it)
   std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
 
   const ExperimentConfig& cfg() const { return model.cfg(); }

@@ -89,8 +89,7 @@ GenericDict read_dict(const std::string& path) {
                             (want.empty() ? "none" : want));
     return d;
   } catch (const c10::Error& e) {
-    throw CheckpointError("checkpoint " + path + " is corrupt or truncated: " +
-                          e.what_without_backtrace());
+    throw CheckpointError("checkpoint " + path + " is corrupt or truncated: " + e.what_without_backtrace());
   }
 }
 
@@ -99,8 +98,7 @@ std::string get_string(const GenericDict& d, const char* key) {
 }
 
 int64_t get_int(const GenericDict& d, const char* key, const std::string& path) {
-  if (!d.contains(key) || !d.at(key).isInt())
-    throw CheckpointError("checkpoint " + path + ": missing '" + key + "'");
+  if (!d.contains(key) || !d.at(key).isInt()) throw CheckpointError("checkpoint " + path + ": missing '" + key + "'");
   return d.at(key).toInt();
 }
 
@@ -170,9 +168,8 @@ void set_generator_state(torch::Device device, const torch::Tensor& state) {
 }
 
 void save_checkpoint(const std::string& path, const std::vector<NamedModule>& modules,
-                     const std::vector<NamedOptimizer>& optimizers, const TrainState& state,
-                     const CheckpointMeta& meta, const std::vector<torch::Tensor>& rng_states,
-                     const std::vector<torch::Tensor>& cuda_rng_states) {
+                     const std::vector<NamedOptimizer>& optimizers, const TrainState& state, const CheckpointMeta& meta,
+                     const std::vector<torch::Tensor>& rng_states, const std::vector<torch::Tensor>& cuda_rng_states) {
   // Saved contiguous whatever the layout in memory (trainer.weight_layout):
   // the file is the same either way, and loading copies into any layout.
   c10::Dict<std::string, torch::Tensor> state_dict;
@@ -234,10 +231,9 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
           get_int(d, "global_step", path)};
 }
 
-TrainState load_checkpoint(const std::string& path, const std::string& plugin,
-                           const std::vector<NamedModule>& modules,
-                           const std::vector<NamedOptimizer>& optimizers, bool restore_rng,
-                           int rank, torch::Device device) {
+TrainState load_checkpoint(const std::string& path, const std::string& plugin, const std::vector<NamedModule>& modules,
+                           const std::vector<NamedOptimizer>& optimizers, bool restore_rng, int rank,
+                           torch::Device device) {
   const auto d = read_dict(path);
   const std::string file_plugin = get_string(d, "plugin");
   if (file_plugin != plugin)
@@ -252,8 +248,7 @@ TrainState load_checkpoint(const std::string& path, const std::string& plugin,
     auto check = [&](const std::string& key, const torch::Tensor& dst) {
       ++expected;
       if (!sd.contains(key))
-        throw CheckpointError("checkpoint " + path + " has no '" + key +
-                              "': it was written for another model");
+        throw CheckpointError("checkpoint " + path + " has no '" + key + "': it was written for another model");
       const torch::Tensor src = sd.at(key).toTensor();
       if (!src.sizes().equals(dst.sizes()))
         throw CheckpointError("checkpoint " + path + ": '" + key + "' has shape " + shape_str(src) +
@@ -312,8 +307,7 @@ TrainState load_checkpoint(const std::string& path, const std::string& plugin,
   return s;
 }
 
-std::string find_latest_checkpoint(const std::string& experiment_dir,
-                                   std::vector<std::string>* warnings) {
+std::string find_latest_checkpoint(const std::string& experiment_dir, std::vector<std::string>* warnings) {
   namespace fs = std::filesystem;
   struct Candidate {
     int64_t step;

@@ -36,10 +36,10 @@ struct TrainState {
 };
 
 struct CheckpointMeta {
-  std::string plugin;          ///< manifest name
+  std::string plugin;  ///< manifest name
   std::string plugin_version;
-  std::string config_yaml;     ///< resolved config
-  int64_t global_step = 0;     ///< (read) the step it was saved at
+  std::string config_yaml;  ///< resolved config
+  int64_t global_step = 0;  ///< (read) the step it was saved at
 };
 
 /// The default generator's state of `device` (the CPU's, or a GPU's), and
@@ -65,17 +65,14 @@ class GANTRY_CORE_EXPORT GlobalRngGuard {
   torch::Tensor cpu_, device_state_;
 };
 
-
 /// Saves modules, optimizers, RNG and `state` to `path` atomically.
 /// `rng_states`: every rank's CPU generator state, by rank; empty: this
 /// process's only (saved as rank 0's). `cuda_rng_states`: every rank's CUDA
 /// generator state (of its own GPU), by rank; empty on the CPU. Tensors are
 /// saved on the CPU, so a checkpoint written on a GPU loads anywhere.
-GANTRY_CORE_EXPORT void save_checkpoint(const std::string& path,
-                                        const std::vector<NamedModule>& modules,
-                                        const std::vector<NamedOptimizer>& optimizers,
-                                        const TrainState& state, const CheckpointMeta& meta,
-                                        const std::vector<torch::Tensor>& rng_states = {},
+GANTRY_CORE_EXPORT void save_checkpoint(const std::string& path, const std::vector<NamedModule>& modules,
+                                        const std::vector<NamedOptimizer>& optimizers, const TrainState& state,
+                                        const CheckpointMeta& meta, const std::vector<torch::Tensor>& rng_states = {},
                                         const std::vector<torch::Tensor>& cuda_rng_states = {});
 
 /// Reads the metadata (to find the plugin and config before building the
@@ -102,8 +99,7 @@ GANTRY_CORE_EXPORT void prune_checkpoints(const std::string& dir, int64_t keep_l
 /// the loaded plugin's name, checked against the file's. Verifies the checksum first.
 GANTRY_CORE_EXPORT TrainState load_checkpoint(const std::string& path, const std::string& plugin,
                                               const std::vector<NamedModule>& modules,
-                                              const std::vector<NamedOptimizer>& optimizers,
-                                              bool restore_rng, int rank = 0,
-                                              torch::Device device = torch::kCPU);
+                                              const std::vector<NamedOptimizer>& optimizers, bool restore_rng,
+                                              int rank = 0, torch::Device device = torch::kCPU);
 
 }  // namespace gantry

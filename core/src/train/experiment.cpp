@@ -48,8 +48,8 @@ void Experiment::use_images(const ImageDataset& train, const ImageDataset* val) 
     const auto got = d->images.sizes().slice(1).vec();
     if (got != spec.shape) {
       std::ostringstream s;
-      s << d->images_file << ": samples are " << c10::IntArrayRef(got) << ", plugin " << system->name()
-        << " expects " << c10::IntArrayRef(spec.shape) << " (see the plugin's system.* shape keys)";
+      s << d->images_file << ": samples are " << c10::IntArrayRef(got) << ", plugin " << system->name() << " expects "
+        << c10::IntArrayRef(spec.shape) << " (see the plugin's system.* shape keys)";
       throw DataError(s.str());
     }
   }
@@ -58,8 +58,7 @@ void Experiment::use_images(const ImageDataset& train, const ImageDataset* val) 
   data_name = train.images_file;
 }
 
-TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Device device,
-                                       const std::string& plugin) {
+TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Device device, const std::string& plugin) {
   const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
   ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (config)");
   TrainedSystem t;

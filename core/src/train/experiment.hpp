@@ -37,8 +37,7 @@ struct GANTRY_CORE_EXPORT Experiment {
   /// Throws ConfigError / PluginError with one line naming the culprit.
   static Experiment build(const ExperimentConfig& config);
   /// build() on images (what `gantry train` loads from data.*; a test's).
-  static Experiment build(const ExperimentConfig& config, const ImageDataset& train,
-                          const ImageDataset* val = nullptr);
+  static Experiment build(const ExperimentConfig& config, const ImageDataset& train, const ImageDataset* val = nullptr);
   /// Trains on `train` (validates on `val`, may be null): images scaled to the
   /// plugin's [low, high]. Throws DataError when their sample shape is not the
   /// plugin's (DataSpec::shape), PluginError when the system brings its own data.

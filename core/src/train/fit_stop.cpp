@@ -61,10 +61,14 @@ std::string FitStop::describe_wish(int32_t code, const std::string& max_time) {
   const int kind = code >> 24, sig = (code >> 16) & 0xff, rank = code & 0xffff;
   const std::string who = "rank " + std::to_string(rank);
   switch (kind) {
-    case 1: return who + " reached trainer.max_steps";
-    case 2: return who + " reached trainer.max_time=" + max_time;
-    case 3: return who + " was stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
-    default: return "";
+    case 1:
+      return who + " reached trainer.max_steps";
+    case 2:
+      return who + " reached trainer.max_time=" + max_time;
+    case 3:
+      return who + " was stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+    default:
+      return "";
   }
 }
 

@@ -17,18 +17,17 @@ namespace gantry {
 // trainer.cuda_graphs: the step's state between warm-up, capture and replays.
 struct Model::Graphed {
   static constexpr int kWarmupSteps = 3;  // eager, on the capture's stream (as PyTorch's docs do)
-  int warmups = 0;                    // done so far (more than kWarmupSteps when a short batch came)
-  int64_t first_epoch = -1;           // the first warm-up's epoch
+  int warmups = 0;                        // done so far (more than kWarmupSteps when a short batch came)
+  int64_t first_epoch = -1;               // the first warm-up's epoch
 #if GANTRY_WITH_CUDA
   cuda::StepGraph graph;
 #endif
   bool captured = false;
-  bool first_replay = true;           // the capture itself counted this batch's step on the host
-  Batch input;                        // the static input: each batch is copied into it
-  std::vector<LoggedValue> outputs;   // the captured step's logged values (each replay overwrites them)
-  std::vector<LoggedValue> values;    // copies of them, returned
+  bool first_replay = true;          // the capture itself counted this batch's step on the host
+  Batch input;                       // the static input: each batch is copied into it
+  std::vector<LoggedValue> outputs;  // the captured step's logged values (each replay overwrites them)
+  std::vector<LoggedValue> values;   // copies of them, returned
 };
-
 
 Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(accel) {
   // Each rank draws its own noise (model init is rank 0's, broadcast below).
@@ -45,9 +44,10 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
   bf16_ = cfg().trainer.precision == PrecisionMode::kBf16Mixed;
   ctx_->set_bf16(bf16_);
   if (bf16_ && accel_.is_zero())
-    std::printf("precision: bf16-mixed (autocast on %s: matmuls in bfloat16; weights, gradients and "
-                "optimizer state float32)\n",
-                accel_.device().is_cuda() ? "CUDA" : "the CPU");
+    std::printf(
+        "precision: bf16-mixed (autocast on %s: matmuls in bfloat16; weights, gradients and "
+        "optimizer state float32)\n",
+        accel_.device().is_cuda() ? "CUDA" : "the CPU");
   if (!cfg().trainer.resume.empty()) {
     resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank,
                                accel_.device());
@@ -82,9 +82,10 @@ void Model::build_modules() {
   if (moved.empty() || !accel_.is_zero()) return;
   std::string list;
   for (const auto& n : moved) list += (list.empty() ? "" : ", ") + n;
-  std::printf("layout: %zu Linear weight%s stored transposed for faster products (%s; "
-              "trainer.weight_layout=as_built keeps them as built)\n",
-              moved.size(), moved.size() == 1 ? "" : "s", list.c_str());
+  std::printf(
+      "layout: %zu Linear weight%s stored transposed for faster products (%s; "
+      "trainer.weight_layout=as_built keeps them as built)\n",
+      moved.size(), moved.size() == 1 ? "" : "s", list.c_str());
 }
 
 void Model::build_optimizers() {
@@ -126,8 +127,8 @@ void Model::build_optimizers() {
     for (const auto& o : optimizers_) names += (names.empty() ? "" : ", ") + o.name;
     for (const auto& [k, where] : cfg().origins)
       if (k.rfind("optimizers." + name + ".", 0) == 0) key = k;
-    throw ConfigError(cfg().where(key) + ": optimizers." + name + ": plugin " + plugin_name() +
-                      " has no optimizer '" + name + "'; configure_optimizers() returned: " + names);
+    throw ConfigError(cfg().where(key) + ": optimizers." + name + ": plugin " + plugin_name() + " has no optimizer '" +
+                      name + "'; configure_optimizers() returned: " + names);
   }
   const auto& d = accel_.dist();
   if (slots_.front().sync && d.rank == 0)
@@ -225,8 +226,7 @@ void Model::eager_step(const Batch& batch, const TrainState& state) {
 // schedule set (DeviceAdam::prepare). docs/cuda.md has the rules.
 
 std::string Model::graphs_unavailable() const {
-  if (!accel_.device().is_cuda())
-    return "trainer.cuda_graphs is for trainer.accelerator=cuda; this run is on the CPU";
+  if (!accel_.device().is_cuda()) return "trainer.cuda_graphs is for trainer.accelerator=cuda; this run is on the CPU";
   if (accel_.dist().world_size > 1)
     return "trainer.cuda_graphs is for one rank for now; this job has " + std::to_string(accel_.dist().world_size) +
            " (DDP's gradient hooks run on the host during backward)";
@@ -296,11 +296,11 @@ const std::vector<LoggedValue>& Model::graphed_step(const Batch& batch, const Tr
       // without call()'s "plugin P: training_step failed at step N: " prefix.
       std::string cause = error_text(e);
       cause = cause.substr(0, cause.find('\n'));
-      const std::string prefix = "plugin " + plugin_name() + ": training_step failed at step " +
-                                 std::to_string(state.global_step) + ": ";
+      const std::string prefix =
+          "plugin " + plugin_name() + ": training_step failed at step " + std::to_string(state.global_step) + ": ";
       if (cause.rfind(prefix, 0) == 0) cause = cause.substr(prefix.size());
-      graphs_off("capturing plugin " + plugin_name() + "'s training_step at step " +
-                 std::to_string(state.global_step) + " failed: " + cause);
+      graphs_off("capturing plugin " + plugin_name() + "'s training_step at step " + std::to_string(state.global_step) +
+                 " failed: " + cause);
       ctx_->begin(state.global_step, state.epoch);
       eager_step(batch, state);
       return ctx_->values();
@@ -309,12 +309,11 @@ const std::vector<LoggedValue>& Model::graphed_step(const Batch& batch, const Tr
     g.outputs = ctx_->values();
     g.captured = true;
     if (accel_.is_zero())
-      std::printf("cuda graphs: plugin %s's training_step captured at step %lld on a batch of %s after %d "
-                  "warm-up steps; replayed for batches of that shape from here on\n",
-                  plugin_name().c_str(), static_cast<long long>(state.global_step),
-                  shape_str(batch.input).c_str(), g.warmups);
-  } else if (batch.input.sizes() != g.input.input.sizes() ||
-             batch.target.defined() != g.input.target.defined() ||
+      std::printf(
+          "cuda graphs: plugin %s's training_step captured at step %lld on a batch of %s after %d "
+          "warm-up steps; replayed for batches of that shape from here on\n",
+          plugin_name().c_str(), static_cast<long long>(state.global_step), shape_str(batch.input).c_str(), g.warmups);
+  } else if (batch.input.sizes() != g.input.input.sizes() || batch.target.defined() != g.input.target.defined() ||
              (batch.target.defined() && batch.target.sizes() != g.input.target.sizes())) {
     eager_step(batch, state);  // another shape (an epoch's last, smaller batch): eagerly
     return ctx_->values();

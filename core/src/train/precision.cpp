@@ -43,8 +43,7 @@ void set_autocast_dtype(c10::DeviceType type, c10::ScalarType dtype) {
 
 }  // namespace
 
-AutocastScope::AutocastScope(torch::Device device, bool active, Mode mode)
-    : active_(active), type_(device.type()) {
+AutocastScope::AutocastScope(torch::Device device, bool active, Mode mode) : active_(active), type_(device.type()) {
   if (!active_) return;
   was_enabled_ = autocast_enabled(type_);
   was_dtype_ = autocast_dtype(type_);

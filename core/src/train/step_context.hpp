@@ -21,13 +21,13 @@ namespace gantry {
 struct OptimizerSlot {
   std::string name;
   std::shared_ptr<torch::optim::Optimizer> optimizer;
-  std::vector<torch::Tensor> params;  // those with requires_grad: backward's inputs
-  std::unique_ptr<GradSync> sync;     // gradient all-reduce; null in a world of one
-  bool fused = false;                 // an Adam stepped by fused_adam_step
+  std::vector<torch::Tensor> params;            // those with requires_grad: backward's inputs
+  std::unique_ptr<GradSync> sync;               // gradient all-reduce; null in a world of one
+  bool fused = false;                           // an Adam stepped by fused_adam_step
   std::unique_ptr<AdamInBackward> in_backward;  // fused and a world of one: stepped during backward
   std::unique_ptr<DeviceAdam> device_adam;      // an Adam on a GPU: ATen's fused kernel, capturable
-  double clip = 0;                    // optimizers.<name>.gradient_clip_val (0: none), after the DDP average
-  bool clip_by_norm = true;           // norm: total 2-norm; else each element to [-clip, clip]
+  double clip = 0;                              // optimizers.<name>.gradient_clip_val (0: none), after the DDP average
+  bool clip_by_norm = true;                     // norm: total 2-norm; else each element to [-clip, clip]
 };
 
 /// A value the plugin logged this step (ctx.log).
@@ -45,8 +45,7 @@ class GANTRY_CORE_EXPORT StepContextImpl final : public StepContext {
   /// low > high: the data's range (DataSpec).
   using ImageSink = std::function<void(const std::string&, const torch::Tensor&, double low, double high)>;
 
-  StepContextImpl(std::vector<OptimizerSlot>& slots, torch::Device device, int rank, int world,
-                  ImageSink sink)
+  StepContextImpl(std::vector<OptimizerSlot>& slots, torch::Device device, int rank, int world, ImageSink sink)
       : slots_(slots), device_(device), rank_(rank), world_(world), image_sink_(std::move(sink)) {}
 
   void begin(int64_t step, int64_t epoch) {

@@ -31,9 +31,8 @@ void StopAgreement::finish(int64_t step) {
   wait_();
   wait_ = nullptr;
   if (flags_[1].item<int>() != 0)
-    throw TrainingError(!bad_.empty() ? bad_
-                                      : "step " + std::to_string(step) +
-                                            ": another rank logged a NaN/Inf metric; stopping");
+    throw TrainingError(
+        !bad_.empty() ? bad_ : "step " + std::to_string(step) + ": another rank logged a NaN/Inf metric; stopping");
 }
 
 }  // namespace gantry

@@ -29,12 +29,11 @@ namespace fs = std::filesystem;
 
 namespace gantry {
 
-
 struct Trainer::Impl {
   std::string run_dir;
   std::unique_ptr<Accelerator> accel;
   std::unique_ptr<Model> model;
-  std::unique_ptr<RunOutputs> out;  // rank 0
+  std::unique_ptr<RunOutputs> out;                        // rank 0
   std::vector<std::unique_ptr<Callback>> user_callbacks;  // for the next fit (Trainer::add_callback)
 
   const ExperimentConfig& cfg() const { return model->cfg(); }
@@ -264,8 +263,7 @@ struct Trainer::Impl {
         const bool image_due = every(t.image_every_n_steps), ckpt_due = every(cfg().checkpoint.every_n_steps);
         // Read now when a callback needs the values (the same batches on every
         // rank: the sync all-reduce is a collective), or always (CPU default).
-        const bool read_now =
-            !defer || every(t.log_every_n_steps) || image_due || ckpt_due || max_steps_reached;
+        const bool read_now = !defer || every(t.log_every_n_steps) || image_due || ckpt_due || max_steps_reached;
         const std::string bad = read_now ? read_pending(pending, fit) : "";
         const std::string wish = stop.wish(s, time_before + elapsed());  // why this rank wants to stop ("" if not)
         const StopAgreement::Verdict agreed =
@@ -305,8 +303,10 @@ struct Trainer::Impl {
     result.stop_signal = stop_requested();
     if (out) {
       const int sig = result.stop_signal;
-      out->event(requeue_follows(sig) ? "requeued" : sig ? "stopped" : "finished", s.global_step,
-                 sig ? "stopped by signal " + std::to_string(sig) : "finished");
+      out->event(requeue_follows(sig) ? "requeued"
+                 : sig                ? "stopped"
+                                      : "finished",
+                 s.global_step, sig ? "stopped by signal " + std::to_string(sig) : "finished");
       out->flush();
     }
     result.state = s;
@@ -341,7 +341,6 @@ void check_before_training(Experiment experiment) {
   Model model(std::move(experiment), *accel);           // modules, optimizers, a resume checkpoint's shapes
   if (cfg.ema.decay > 0) (void)EmaWeights(cfg.ema, model.modules(), {}, cfg.where("ema.modules"));
 }
-
 
 FitResult Trainer::fit() { return impl_->fit(); }
 

@@ -15,14 +15,14 @@ namespace gantry {
 
 /// What a fit did.
 struct FitResult {
-  TrainState state;                 ///< where training stopped
-  double seconds = 0;               ///< wall time of the loop
+  TrainState state;                                         ///< where training stopped
+  double seconds = 0;                                       ///< wall time of the loop
   std::vector<std::pair<std::string, double>> last_values;  ///< last logged metrics
-  std::string last_checkpoint;      ///< path of the final checkpoint ("" if none)
-  int stop_signal = 0;              ///< the signal that stopped it early, or 0
-  std::string stop_reason;          ///< what ended it: "trainer.max_steps=1500 reached", "signal 15", ...
-  int64_t steps_run = 0;            ///< batches trained by this fit (a resumed run's own, not the total)
-  bool replicas_identical = true;   ///< parameters equal on every rank at the end
+  std::string last_checkpoint;                              ///< path of the final checkpoint ("" if none)
+  int stop_signal = 0;                                      ///< the signal that stopped it early, or 0
+  std::string stop_reason;         ///< what ended it: "trainer.max_steps=1500 reached", "signal 15", ...
+  int64_t steps_run = 0;           ///< batches trained by this fit (a resumed run's own, not the total)
+  bool replicas_identical = true;  ///< parameters equal on every rank at the end
 };
 
 /// Every check `gantry train` makes of the system before step 1 that needs no

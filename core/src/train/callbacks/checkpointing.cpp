@@ -24,7 +24,8 @@ class CheckpointCallback final : public Callback {
     const std::vector<torch::Tensor> rng = fit.accel.gather_rng_states();
     const std::vector<torch::Tensor> cuda_rng = fit.accel.gather_cuda_rng_states();
     if (!fit.out) return;
-    for (auto& [key, t] : fit.model.plugin_state(fit.state.global_step)) fit.state.extra[key] = t;  // the plugin's extra_state() (ABI 1.1)
+    for (auto& [key, t] : fit.model.plugin_state(fit.state.global_step))
+      fit.state.extra[key] = t;  // the plugin's extra_state() (ABI 1.1)
     char name[64];
     std::snprintf(name, sizeof name, "step_%07ld.ckpt", long(fit.state.global_step));
     const std::string path = (fs::path(fit.run_dir) / "checkpoints" / name).string();

@@ -38,8 +38,8 @@ class LrSchedulerCallback final : public Callback {
       fit.state.extra[key] = torch::tensor(base, torch::kFloat64);
       if (!configured) {
         const std::string who = "plugin " + fit.model.plugin_name() + ": the lr schedule of optimizer " + o.name;
-        schedules_.push_back({o.name, o.optimizer,
-                              LrSchedule(lambda->second.factor, lambda->second.per_epoch, base, who)});
+        schedules_.push_back(
+            {o.name, o.optimizer, LrSchedule(lambda->second.factor, lambda->second.per_epoch, base, who)});
         continue;
       }
       const bool epochs = options.interval == ScheduleInterval::kEpoch;
@@ -99,8 +99,6 @@ class LrSchedulerCallback final : public Callback {
 
 }  // namespace
 
-std::unique_ptr<Callback> lr_scheduler_callback(FitState& fit) {
-  return std::make_unique<LrSchedulerCallback>(fit);
-}
+std::unique_ptr<Callback> lr_scheduler_callback(FitState& fit) { return std::make_unique<LrSchedulerCallback>(fit); }
 
 }  // namespace gantry

@@ -49,9 +49,10 @@ class ValidationCallback final : public Callback {
           }
           Acc& a = acc[v.name];
           if (a.reduce != v.reduce)
-            throw TrainingError("validation at epoch " + std::to_string(fit.state.epoch) + ": validation_step logged '" +
-                                v.name + "' with two reductions (Reduce " + std::to_string(uint32_t(a.reduce)) +
-                                ", then " + std::to_string(uint32_t(v.reduce)) + ")");
+            throw TrainingError("validation at epoch " + std::to_string(fit.state.epoch) +
+                                ": validation_step logged '" + v.name + "' with two reductions (Reduce " +
+                                std::to_string(uint32_t(a.reduce)) + ", then " + std::to_string(uint32_t(v.reduce)) +
+                                ")");
           const double x = v.value.item<double>();
           if (a.reduce == Reduce::kMean) {
             a.sum += x * double(rows);
@@ -83,8 +84,8 @@ class ValidationCallback final : public Callback {
           sums.push_back(a.sum);
           sums.push_back(double(a.n));
           const double lowest = -std::numeric_limits<double>::infinity();
-          maxes.push_back(a.reduce == Reduce::kMax   ? a.extreme
-                          : a.reduce == Reduce::kMin ? -a.extreme
+          maxes.push_back(a.reduce == Reduce::kMax    ? a.extreme
+                          : a.reduce == Reduce::kMin  ? -a.extreme
                           : a.reduce == Reduce::kLast ? (fit.accel.is_zero() ? a.last : lowest)
                                                       : lowest);
         }
@@ -105,11 +106,18 @@ class ValidationCallback final : public Callback {
     for (const auto& name : order) {
       const Acc& a = acc[name];
       switch (a.reduce) {
-        case Reduce::kSum: row.emplace_back(name, a.sum); break;
+        case Reduce::kSum:
+          row.emplace_back(name, a.sum);
+          break;
         case Reduce::kMax:
-        case Reduce::kMin: row.emplace_back(name, a.extreme); break;
-        case Reduce::kLast: row.emplace_back(name, a.last); break;
-        default: row.emplace_back(name, a.n > 0 ? a.sum / double(a.n) : 0.0);
+        case Reduce::kMin:
+          row.emplace_back(name, a.extreme);
+          break;
+        case Reduce::kLast:
+          row.emplace_back(name, a.last);
+          break;
+        default:
+          row.emplace_back(name, a.n > 0 ? a.sum / double(a.n) : 0.0);
       }
     }
     fit.out->scalars(fit.state.global_step, fit.state.epoch, row);
