@@ -435,9 +435,29 @@ TEST(Distributed, ReplicasThatDivergeFailTheRun) {
                                 " trainer.max_steps=10 system.hand_step=true",
                             dir.path());
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE((r.out + r.err).find("the parameters differ across the 2 ranks at step 10: a gradient was not averaged"),
+  EXPECT_NE((r.out + r.err)
+                .find("the parameters differ across the 2 ranks at step 10, in module model (2 parameters: weight, "
+                      "bias): a gradient was not averaged"),
             std::string::npos)
       << r.out << r.err;
+  // Found before the first checkpoint would save rank 0's copy as the run's,
+  // not at the end: nothing is saved.
+  const std::string tiny = "launch -n 2 '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                           "' system.plugin=" + gantry::test::plugin_path("tiny") + " system.hand_step=true";
+  TempDir early;
+  const auto c = run_gantry(tiny + " trainer.max_steps=10 checkpoint.every_n_steps=4", early.path());
+  EXPECT_NE(c.exit_code, 0) << c.out << c.err;
+  EXPECT_NE((c.out + c.err).find("the parameters differ across the 2 ranks at step 4, in module model"),
+            std::string::npos)
+      << c.out << c.err;
+  EXPECT_TRUE(std::filesystem::is_empty(early.path() / "runs/tiny/latest/checkpoints"));
+  // Every n batches when asked: at step 3, with no checkpoint due.
+  TempDir interval;
+  const auto i = run_gantry(tiny + " trainer.max_steps=10 trainer.check_replicas_every_n_steps=3", interval.path());
+  EXPECT_NE(i.exit_code, 0) << i.out << i.err;
+  EXPECT_NE((i.out + i.err).find("the parameters differ across the 2 ranks at step 3, in module model"),
+            std::string::npos)
+      << i.out << i.err;
   // The same plugin through ctx.optimize, or ctx.backward + ctx.step (SDK
   // 1.1), or on its own sharded dataset (SDK 1.1), stays bit-identical and succeeds.
   for (const char* how : {"", " system.split_step=true",

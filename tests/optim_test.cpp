@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 
 #include "gantry/errors.hpp"
 #include "data/idx_dataset.hpp"
@@ -248,10 +249,12 @@ c10::impl::GenericDict trainer_state_of(const std::string& ckpt) {
 }  // namespace
 
 TEST(Ema, TheShadowFollowsItsFormulaResumesExactlyAndDrawsTheSamples) {
-  // Tiny plugin, SGD at lr 1 (large moves), ema.decay 0.5; a checkpoint after every batch.
+  // Tiny plugin, SGD at lr 1 (large moves), ema.decay 0.5 without the warm-up
+  // (EmaWarmup below); a checkpoint after every batch.
   TempDir dir, resumed;
-  const std::vector<std::string> o = {"system.lr=1.0", "ema.decay=0.5", "checkpoint.every_n_steps=1",
-                                      "trainer.max_steps=4"};
+  const std::vector<std::string> o = {"system.lr=1.0",          "ema.decay=0.5",
+                                      "ema.warmup=false",       "checkpoint.every_n_steps=1",
+                                      "checkpoint.keep_last=0", "trainer.max_steps=4"};
   Experiment exp = Experiment::build(tiny_config(o));
   const auto module = exp.system->modules()[0].module;
   const torch::Tensor w0 = module->named_parameters()["weight"].detach().clone();
@@ -288,6 +291,73 @@ TEST(Ema, TheShadowFollowsItsFormulaResumesExactlyAndDrawsTheSamples) {
   const torch::Tensor want = torch::nn::functional::linear(
       d.at("input").toTensor(), ts.at("ema.model.weight").toTensor(), ts.at("ema.model.bias").toTensor());
   EXPECT_TRUE(torch::allclose(d.at("output").toTensor(), want, 1e-5, 1e-6));
+}
+
+// ema.warmup (the default): the decay after the step-t batch is
+// min(decay, (1 + t) / (10 + t)), so the first shadows follow the weights
+// (0.1, 0.18, 0.25, ... of the old shadow) instead of averaging the random
+// initialisation for ~1/(1 - decay) steps; a resume continues it exactly.
+TEST(Ema, TheWarmUpFollowsTheWeightsFirst) {
+  TempDir dir, resumed;
+  const std::vector<std::string> o = {"system.lr=1.0", "ema.decay=0.999", "checkpoint.every_n_steps=1",
+                                      "checkpoint.keep_last=0", "trainer.max_steps=4"};
+  Experiment exp = Experiment::build(tiny_config(o));
+  const torch::Tensor w0 = exp.system->modules()[0].module->named_parameters()["weight"].detach().clone();
+  static const ImageDataset data = load_idx_images(gantry::test::fashion_mnist_dir(), "train");
+  exp.use_images(data);
+  Trainer(std::move(exp), dir.path().string()).fit();
+  auto ckpt = [&](const TempDir& d, int step) {
+    char name[64];
+    std::snprintf(name, sizeof name, "checkpoints/step_%07d.ckpt", step);
+    return (d.path() / name).string();
+  };
+  torch::Tensor shadow = w0;
+  for (int step = 1; step <= 4; ++step) {
+    const double t = step - 1, d = std::min(0.999, (1 + t) / (10 + t));
+    const torch::Tensor w = gantry::test::state_dict_of(ckpt(dir, step)).at("model.weight").toTensor();
+    shadow = d * shadow + (1 - d) * w;
+    const torch::Tensor saved = trainer_state_of(ckpt(dir, step)).at("ema.model.weight").toTensor();
+    EXPECT_LT((saved - shadow).abs().max().item<double>(), 1e-6) << "step " << step;
+  }
+  // Without the warm-up the step-1 shadow would be 0.999 w0 + 0.001 w1: it is 0.1 w0 + 0.9 w1.
+  const torch::Tensor w1 = gantry::test::state_dict_of(ckpt(dir, 1)).at("model.weight").toTensor();
+  const torch::Tensor s1 = trainer_state_of(ckpt(dir, 1)).at("ema.model.weight").toTensor();
+  EXPECT_LT((s1 - (0.1 * w0 + 0.9 * w1)).abs().max().item<double>(), 1e-6);
+  std::vector<std::string> r = o;
+  r.push_back("trainer.resume=" + ckpt(dir, 2));
+  Trainer(Experiment::build(tiny_config(r), data), resumed.path().string()).fit();
+  EXPECT_TRUE(torch::equal(trainer_state_of(ckpt(resumed, 4)).at("ema.model.weight").toTensor(),
+                           trainer_state_of(ckpt(dir, 4)).at("ema.model.weight").toTensor()));
+}
+
+// ema.for_validation: validation with the EMA weights (its own val_loss), or
+// with the trained ones (the default); each run says which weights what uses.
+TEST(Ema, ValidationUsesTheEmaWeightsOnlyWhenAsked) {
+  std::map<std::string, std::string> val_loss;
+  for (const std::string mode : {"false", "true"}) {
+    TempDir dir;
+    const auto r = gantry::test::run_gantry(
+        "train '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+            "' system.plugin=" + gantry::test::plugin_path("tiny") +
+            " system.synthetic=true system.pixels=2 data.path=/nonexistent trainer.max_steps=-1 trainer.max_epochs=1 "
+            "trainer.val_every_n_epochs=1 ema.decay=0.9 trainer.progress=none ema.for_validation=" +
+            mode,
+        dir.path());
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find(mode == "true" ? "validation uses them too (ema.for_validation)"
+                                        : "validation uses the trained weights"),
+              std::string::npos)
+        << r.out;
+    const auto rows = gantry::test::lines_of(gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv"));
+    const auto header = gantry::test::split(rows.at(0), ',');
+    const size_t col = std::find(header.begin(), header.end(), "val_loss") - header.begin();
+    for (const auto& row : rows) {
+      const auto cells = gantry::test::split(row, ',');
+      if (col < cells.size() && !cells[col].empty() && cells[col] != "val_loss") val_loss[mode] = cells[col];
+    }
+    ASSERT_FALSE(val_loss[mode].empty()) << gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
+  }
+  EXPECT_NE(val_loss["false"], val_loss["true"]);
 }
 
 TEST(Ema, AModuleNameTheSystemLacksIsOneError) {

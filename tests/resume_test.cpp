@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -128,6 +129,90 @@ TEST(Resume, KeepLastPrunesOldCheckpoints) {
     names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"step_0000040.ckpt", "step_0000050.ckpt"}));
+  // The default keeps the newest 3 (a run's every checkpoint filled disks).
+  TempDir other;
+  ASSERT_EQ(gantry::test::run_gantry(
+                "train '" + kDemo + "' trainer.max_steps=50 checkpoint.every_n_steps=10 trainer.image_every_n_steps=0",
+                other.path())
+                .exit_code,
+            0);
+  names.clear();
+  for (const auto& e : std::filesystem::directory_iterator(other.path() / "runs/gan_fashion_mnist/latest/checkpoints"))
+    names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"step_0000030.ckpt", "step_0000040.ckpt", "step_0000050.ckpt"}));
+}
+
+namespace {
+
+// A metrics.csv column's cells by step ("" where a row lacks it).
+std::map<int64_t, std::string> column_by_step(const std::string& csv, const std::string& name) {
+  const auto rows = gantry::test::lines_of(gantry::test::read_text(csv));
+  const auto header = gantry::test::split(rows.at(0), ',');
+  const size_t col = std::find(header.begin(), header.end(), name) - header.begin();
+  std::map<int64_t, std::string> out;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const auto cells = gantry::test::split(rows[i], ',');
+    if (col < cells.size()) out[std::stoll(cells[0])] = cells[col];
+  }
+  return out;
+}
+
+}  // namespace
+
+// A resume compares its config with the checkpoint's: a changed lr is
+// applied and said (it was silently the checkpoint's), a longer run says how a
+// cosine schedule is reshaped, config.yaml is what runs now and
+// config_history.yaml keeps both starts.
+TEST(Resume, AChangedConfigIsAppliedAndSaidAndTheHistoryKept) {
+  TempDir dir;
+  const std::string base = "train '" + kDemo +
+                           "' trainer.image_every_n_steps=0 trainer.log_every_n_steps=5 optimizers.g.warmup=1 "
+                           "optimizers.d.scheduler=cosine";
+  ASSERT_EQ(gantry::test::run_gantry(base + " trainer.max_steps=10", dir.path()).exit_code, 0);
+  const auto r =
+      gantry::test::run_gantry(base + " trainer.max_steps=20 trainer.resume=auto system.lr=0.00005", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resume: system.lr 0.0002 -> 0.00005"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resume: trainer.max_steps 10 -> 20"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resume: optimizer g's lr 0.0002 -> 5e-05"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resume: optimizer d's cosine schedule now ends at step 20 (it ended at 10)"), std::string::npos)
+      << r.out;
+  const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
+  // lr-g (warm-up 1, then the base): 2e-4 before the resume, 5e-5 after.
+  const auto lr_g = column_by_step(run / "metrics.csv", "lr-g");
+  EXPECT_NEAR(std::stod(lr_g.at(10)), 0.0002, 1e-12);
+  EXPECT_NEAR(std::stod(lr_g.at(15)), 0.00005, 1e-12);
+  EXPECT_NEAR(std::stod(lr_g.at(20)), 0.00005, 1e-12);
+  EXPECT_NE(gantry::test::read_text(run / "config.yaml").find("lr: 0.00005"), std::string::npos);
+  const std::string history = gantry::test::read_text(run / "config_history.yaml");
+  EXPECT_NE(history.find(": a fresh run\n"), std::string::npos) << history;
+  EXPECT_NE(history.find("changed: system.lr 0.0002 -> 0.00005, trainer.max_steps 10 -> 20"), std::string::npos)
+      << history;
+  EXPECT_NE(history.find("lr: 0.0002"), std::string::npos) << history;
+}
+
+// A checkpoint in the middle of an epoch: what decides the rest of that
+// epoch's samples cannot change; refused in one line, nothing rewritten.
+TEST(Resume, AMidEpochResumeRefusesANewBatchSize) {
+  TempDir dir;
+  const std::string base = "train '" + kDemo + "' trainer.image_every_n_steps=0 checkpoint.every_n_steps=5";
+  ASSERT_EQ(gantry::test::run_gantry(base + " trainer.max_steps=5", dir.path()).exit_code, 0);
+  const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
+  const std::string config_before = gantry::test::read_text(run / "config.yaml");
+  const auto r =
+      gantry::test::run_gantry(base + " trainer.max_steps=10 trainer.resume=auto data.batch_size=32", dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("command line 'data.batch_size=32': resume: data.batch_size 64 -> 32: checkpoint"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("is mid-epoch (batch 5 of 938 of epoch 0), and data.batch_size decides which samples the "
+                       "rest of that epoch holds"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(gantry::test::read_text(run / "config.yaml"), config_before);
+  // The same batch size resumes.
+  EXPECT_EQ(gantry::test::run_gantry(base + " trainer.max_steps=10 trainer.resume=auto", dir.path()).exit_code, 0);
 }
 
 TEST(Resume, SigkillDuringACheckpointWriteLeavesTheOldOneValid) {

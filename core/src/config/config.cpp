@@ -560,6 +560,28 @@ std::string ExperimentConfig::to_yaml() const {
   return std::string(out.c_str()) + "\n";
 }
 
+std::vector<ConfigChange> config_changes(const ExperimentConfig& before, const ExperimentConfig& after) {
+  auto leaves = [](const ExperimentConfig& c) {
+    std::vector<std::pair<std::string, YAML::Node>> flat;
+    flatten(YAML::Load(c.to_yaml()), "", flat);
+    std::map<std::string, std::string> out;
+    for (const auto& [k, v] : flat) out[k] = scalar_text(v);
+    return out;
+  };
+  const auto a = leaves(before), b = leaves(after);
+  std::vector<ConfigChange> out;
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  for (const auto& k : keys) {
+    const auto x = a.find(k), y = b.find(k);
+    const std::string before_text = x == a.end() ? "(unset)" : x->second;
+    const std::string after_text = y == b.end() ? "(unset)" : y->second;
+    if (before_text != after_text) out.push_back({k, before_text, after_text});
+  }
+  return out;
+}
+
 std::vector<KeyDoc> config_keys() {
   const ExperimentConfig defaults;
   std::vector<KeyDoc> out;

@@ -135,6 +135,9 @@ const char* choice_name(E value) {
     "path, or `fresh` (step 0, also on a SLURM restart); empty: a new run")                                   \
   X(double, dist_timeout, dist_timeout, 300, v > 0, "> 0 seconds",                                            \
     "seconds a rank waits for the others (rendezvous, collectives)")                                          \
+  X(int64_t, check_replicas_every_n_steps, check_replicas_every_n_steps, 0, v >= 0, ">= 0",                   \
+    "with more than one rank: also check every n batches that the replicas are identical (a checksum per "    \
+    "parameter, all-reduced; always before each checkpoint and at the end); 0: only then")                    \
   X(GradCompression, grad_compression, grad_compression, GradCompression::kNone, true, "",                    \
     "`fp16`: DDP's fp16 compression hook (slower on CPU/Gloo; not with `grad_transport=shm`)")                \
   X(BufferBroadcast, broadcast_buffers, broadcast_buffers, BufferBroadcast::kOnRead, true, "",                \
@@ -171,13 +174,19 @@ const char* choice_name(E value) {
     "on CUDA, one rank: the whole training step captured as a CUDA graph after 3 warm-up steps and replayed " \
     "(a step that cannot be captured runs eagerly with one line saying why; docs/cuda.md)")
 
-#define GANTRY_KEYS_EMA(X)                                                                                  \
-  X(double, decay, decay, 0, v >= 0 && v < 1, "in [0, 1) (0: no EMA; typical: 0.999)",                      \
-    "an exponential moving average of the weights, updated after every batch on every rank: `shadow = "     \
-    "decay * shadow + (1 - decay) * weight`; checkpointed, used for the sample grids and `gantry sample`. " \
-    "0: off")                                                                                               \
-  X(std::string, modules, modules, "", true, "",                                                            \
-    "the modules it averages: comma-separated `modules()` names; empty: all")
+#define GANTRY_KEYS_EMA(X)                                                                                    \
+  X(double, decay, decay, 0, v >= 0 && v < 1, "in [0, 1) (0: no EMA; typical: 0.999)",                        \
+    "an exponential moving average of the weights, updated after every batch on every rank: `shadow = "       \
+    "decay * shadow + (1 - decay) * weight`; checkpointed, used for the sample grids and `gantry sample`. "   \
+    "0: off")                                                                                                 \
+  X(std::string, modules, modules, "", true, "",                                                              \
+    "the modules it averages: comma-separated `modules()` names; empty: all")                                 \
+  X(bool, warmup, warmup, true, true, "",                                                                     \
+    "the decay after the step-t batch is min(decay, (1 + t) / (10 + t)) (TensorFlow's num_updates): early "   \
+    "shadows follow the weights instead of averaging the random initialisation; false: `decay` from step 1")  \
+  X(bool, for_validation, for_validation, false, true, "",                                                    \
+    "validation runs with the EMA weights too (the grids, the quality score and `gantry sample` always do); " \
+    "false: with the trained weights")
 
 #define GANTRY_KEYS_METRICS(X)                                                                                    \
   X(int64_t, quality_every_n_steps, quality_every_n_steps, 0, v >= 0, ">= 0 (0: no quality score)",               \
@@ -195,8 +204,8 @@ const char* choice_name(E value) {
 #define GANTRY_KEYS_CHECKPOINT(X)                                              \
   X(int64_t, every_n_steps, every_n_steps, 0, v >= 0, ">= 0",                  \
     "also checkpoint every n batches (always at the end); 0: only at the end") \
-  X(int64_t, keep_last, keep_last, 0, v >= 0, ">= 0 (0: keep all)",            \
-    "keep only the newest n checkpoints of a run; 0: all")
+  X(int64_t, keep_last, keep_last, 3, v >= 0, ">= 0 (0: keep all)",            \
+    "keep only the newest n checkpoints of a run (a resumed run's earlier ones included); 0: all")
 
 #define GANTRY_KEYS_MONITOR(X)                                                                                \
   X(bool, enabled, enabled, true, true, "", "serve the live stream from rank 0 (`gantry-monitor HOST:PORT`)") \
@@ -277,6 +286,18 @@ struct OptimizerOptions {
 struct SystemOptions {
   GANTRY_KEYS_SYSTEM(GANTRY_DECLARE_OPTION)
 };
+
+struct ExperimentConfig;
+
+/// A key whose value differs between two configs (a checkpoint's and a resume's).
+struct ConfigChange {
+  std::string key;     ///< "system.lr", "trainer.max_steps", "optimizers.g.scheduler"
+  std::string before;  ///< YAML text; "(unset)" when absent
+  std::string after;
+};
+/// Every leaf of `before.to_yaml()` and `after.to_yaml()` that differs, in key order.
+GANTRY_CORE_EXPORT std::vector<ConfigChange> config_changes(const ExperimentConfig& before,
+                                                            const ExperimentConfig& after);
 
 /// One key as declared: for `gantry keys` and the README's table.
 struct KeyDoc {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <csignal>
 #include <filesystem>
+#include <ctime>
 #include <fstream>
 #include <optional>
 
@@ -128,13 +129,13 @@ class FreshRunDir {
   }
 
  private:
-  // Nothing in it but what train writes before the first step (config.yaml,
-  // the lock, empty images/ and checkpoints/).
+  // Nothing in it but what train writes before the first step (config.yaml
+  // and its history, the lock, empty images/ and checkpoints/).
   bool unused() const {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(run_, ec)) {
       const std::string name = e.path().filename().string();
-      if (name == "config.yaml" || name == ".lock") continue;
+      if (name == "config.yaml" || name == "config_history.yaml" || name == ".lock") continue;
       if ((name == "images" || name == "checkpoints") && fs::is_empty(e.path(), ec)) continue;
       return false;
     }
@@ -158,6 +159,30 @@ std::string run_dir_for(const ExperimentConfig& cfg, const std::string& resume, 
   const std::string made = make_run_dir(cfg.trainer.out_dir, cfg.name);
   fresh.made(made);
   return made;
+}
+
+// The run directory's config: config.yaml is what this start runs (itself a
+// config: `gantry train run/config.yaml` repeats it); config_history.yaml
+// keeps every start's, appended, each headed by when and from where it began
+// and what a resume changed.
+void record_config(const std::string& run_dir, const ExperimentConfig& cfg, const std::vector<ConfigChange>& changes) {
+  write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+  std::string head = std::string("--- # ") + stamp + ": ";
+  if (cfg.trainer.resume.empty()) {
+    head += "a fresh run";
+  } else {
+    head += "resumed from " + cfg.trainer.resume;
+    for (size_t i = 0; i < changes.size(); ++i)
+      head += (i ? ", " : "; changed: ") + changes[i].key + " " + changes[i].before + " -> " + changes[i].after;
+  }
+  std::ofstream history(fs::path(run_dir) / "config_history.yaml", std::ios::app);
+  history << head << "\n" << cfg.to_yaml();
+  if (!history) std::fprintf(stderr, "warning: cannot append to %s/config_history.yaml\n", run_dir.c_str());
 }
 
 // After a SIGUSR1/SIGUSR2 stop under SLURM: requeue the job; it resumes by itself.
@@ -206,7 +231,6 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   if (zero) {                              // only rank 0 writes the run directory
     run_dir = run_dir_for(cfg, cfg.trainer.resume, fresh);
     run_dir_lock.emplace(run_dir);
-    write_file_atomic((fs::path(run_dir) / "config.yaml").string(), cfg.to_yaml());
     std::printf("run directory: %s\n", run_dir.c_str());
   }
   std::fflush(stdout);
@@ -214,6 +238,7 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   install_stop_signals();
   install_crash_handlers();  // a plugin's segfault or abort: one line and a `failed` record, then the signal
   Trainer trainer(std::move(exp), run_dir, dist);
+  if (zero) record_config(run_dir, cfg, trainer.resume_changes());  // after a resume's changes were accepted
   const FitResult r = trainer.fit();
   fresh.keep();
   // Exit 0 only when the job comes back (a requeue); any other stop is 128 + signal.

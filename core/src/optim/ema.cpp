@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include <sstream>
 
 #include "gantry/errors.hpp"
@@ -10,7 +12,7 @@ namespace gantry {
 
 EmaWeights::EmaWeights(const EmaOptions& options, const std::vector<NamedModule>& modules,
                        const std::map<std::string, torch::Tensor>& saved, const std::string& where)
-    : decay_(options.decay) {
+    : decay_(options.decay), warmup_(options.warmup) {
   std::vector<std::string> wanted;
   std::stringstream ss(options.modules);
   for (std::string name; std::getline(ss, name, ',');) {
@@ -43,9 +45,16 @@ EmaWeights::EmaWeights(const EmaOptions& options, const std::vector<NamedModule>
   }
 }
 
-void EmaWeights::update() {
+double EmaWeights::decay_at(int64_t step) const {
+  if (!warmup_) return decay_;
+  const double t = static_cast<double>(std::max<int64_t>(step - 1, 0));
+  return std::min(decay_, (1.0 + t) / (10.0 + t));
+}
+
+void EmaWeights::update(int64_t step) {
   torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) param_shadows_[i].lerp_(params_[i], 1.0 - decay_);
+  const double d = decay_at(step);
+  for (size_t i = 0; i < params_.size(); ++i) param_shadows_[i].lerp_(params_[i], 1.0 - d);
   for (size_t i = 0; i < buffers_.size(); ++i) buffer_shadows_[i].copy_(buffers_[i]);
 }
 

@@ -23,10 +23,32 @@ class GANTRY_CORE_EXPORT EmaWeights {
   EmaWeights(const EmaOptions& options, const std::vector<NamedModule>& modules,
              const std::map<std::string, torch::Tensor>& saved, const std::string& where);
 
-  /// shadow = decay * shadow + (1 - decay) * weight; buffers copied.
-  void update();
+  /// shadow = d * shadow + (1 - d) * weight, buffers copied, after the
+  /// batch that made `step` (1 for the first): d = ema.decay, or with
+  /// ema.warmup the usual min(decay, (1 + t) / (10 + t)) for the t = step - 1
+  /// earlier updates (a function of the step: a resume continues it exactly).
+  void update(int64_t step);
+  /// The d of the update after `step`'s batch.
+  double decay_at(int64_t step) const;
+  double decay() const { return decay_; }
+  bool warmup() const { return warmup_; }
   /// Exchanges the weights and the shadows (call twice to undo).
   void swap();
+  /// The shadows in the modules while it lives (null: nothing swapped).
+  class Swapped {
+   public:
+    explicit Swapped(EmaWeights* ema) : ema_(ema) {
+      if (ema_) ema_->swap();
+    }
+    ~Swapped() {
+      if (ema_) ema_->swap();
+    }
+    Swapped(const Swapped&) = delete;
+    Swapped& operator=(const Swapped&) = delete;
+
+   private:
+    EmaWeights* ema_;
+  };
   /// The shadows by trainer_state key (sharing their storage).
   const std::map<std::string, torch::Tensor>& state() const { return by_key_; }
 
@@ -34,6 +56,7 @@ class GANTRY_CORE_EXPORT EmaWeights {
 
  private:
   double decay_;
+  bool warmup_;
   std::vector<torch::Tensor> params_, param_shadows_, buffers_, buffer_shadows_;
   std::map<std::string, torch::Tensor> by_key_;
 };

@@ -61,8 +61,8 @@ class QualityCallback final : public Callback {
     FeatureStats stats;
     {
       Model::EvalScope eval(fit.model);
-      if (fit.ema) fit.ema->swap();
-      try {
+      const EmaWeights::Swapped ema(fit.ema);
+      {
         torch::Tensor input;
         {
           GlobalRngGuard rng(fit.accel.device());
@@ -77,11 +77,7 @@ class QualityCallback final : public Callback {
           const torch::Tensor images = system.forward(z, last_step_);
           features_.add(images, spec.low, spec.high, stats, opt_.quality_batch_size);
         }
-      } catch (...) {
-        if (fit.ema) fit.ema->swap();
-        throw;
       }
-      if (fit.ema) fit.ema->swap();
     }
     stats.allreduce(fit.accel);
     if (!fit.out) return;
@@ -91,8 +87,9 @@ class QualityCallback final : public Callback {
     fit.out->scalars(last_step_, fit.state.epoch,
                      {{"quality_fd", fd}, {"quality_class_entropy", entropy}, {"quality_seconds", seconds}});
     char text[200];
-    std::snprintf(text, sizeof text, "quality at step %ld: FD %.3f, class entropy %.3f of %.3f, %.1f s",
-                  long(last_step_), fd, entropy, std::log(double(real_.classes.size(0))), seconds);
+    std::snprintf(text, sizeof text, "quality at step %ld: FD %.3f, class entropy %.3f of %.3f, %.1f s%s",
+                  long(last_step_), fd, entropy, std::log(double(real_.classes.size(0))), seconds,
+                  fit.ema ? " (EMA weights)" : "");
     fit.out->progress().message(text);
   }
 

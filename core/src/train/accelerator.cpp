@@ -20,14 +20,21 @@ void Accelerator::allreduce_sum(torch::Tensor& t) const {
   if (pg_) pg_->allreduce_sum(t);
 }
 
-bool Accelerator::identical(const std::vector<torch::Tensor>& tensors) const {
-  if (!pg_) return true;
+bool Accelerator::identical(const std::vector<torch::Tensor>& tensors) const { return differing(tensors).empty(); }
+
+std::vector<size_t> Accelerator::differing(const std::vector<torch::Tensor>& tensors) const {
+  if (!pg_ || tensors.empty()) return {};
   std::vector<double> sums;
   for (const auto& p : tensors) sums.push_back(p.to(torch::kFloat64).sum().item<double>());
   auto hi = torch::tensor(sums, torch::kFloat64), lo = -hi.clone();
   pg_->allreduce_max(hi);
   pg_->allreduce_max(lo);
-  return torch::equal(hi, -lo);
+  std::vector<size_t> out;
+  const double* h = hi.data_ptr<double>();
+  const double* l = lo.data_ptr<double>();
+  for (size_t i = 0; i < sums.size(); ++i)
+    if (h[i] != -l[i]) out.push_back(i);
+  return out;
 }
 
 namespace {

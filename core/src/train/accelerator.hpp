@@ -50,6 +50,10 @@ class Accelerator {
   /// Whether `tensors` are bit-identical on every rank (max and min of each
   /// tensor's float64 sum agree).
   bool identical(const std::vector<torch::Tensor>& tensors) const;
+  /// The indices of `tensors` that are not identical on every rank (the same
+  /// cheap checksum: one float64 sum each, its max and min over the ranks);
+  /// every rank gets the same answer.
+  std::vector<size_t> differing(const std::vector<torch::Tensor>& tensors) const;
 
  protected:
   explicit Accelerator(DistEnv dist) : dist_(std::move(dist)) {}

@@ -136,6 +136,7 @@ enum class CallbackSlot {
   kValidation,    ///< at an epoch's end: its own row, before the checkpoint
   kQuality,       ///< its own row at its step, before the checkpoint
   kUser,          ///< added by whoever drives the Trainer (Trainer::add_callback)
+  kReplicas,      ///< before the checkpoint: diverged replicas fail the run before rank 0's copy is saved
   kCheckpoint,    ///< last: a checkpoint holds what every other callback did at its step
 };
 
@@ -171,6 +172,10 @@ std::unique_ptr<Callback> metrics_callback();
 std::unique_ptr<Callback> samples_callback();
 /// Rank 0: the progress bar or lines.
 std::unique_ptr<Callback> progress_callback();
+/// Every rank, world > 1: the replicas checked (a checksum per parameter,
+/// all-reduced) before every checkpoint and every trainer.check_replicas_every_n_steps;
+/// the first divergence fails the run naming the step and the modules.
+std::unique_ptr<Callback> replicas_callback();
 /// Every rank: validation over its shard of the validation split every trainer.val_every_n_epochs.
 std::unique_ptr<Callback> validation_callback(std::unique_ptr<DataLoader> val);
 /// Every rank, metrics.quality_every_n_steps > 0: the sample-quality score

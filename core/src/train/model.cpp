@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "optim/fused_adam.hpp"
+#include "optim/lr_schedule.hpp"
 #include "train/precision.hpp"
 #include "train/weight_layout.hpp"
 #if GANTRY_WITH_CUDA
@@ -48,6 +49,7 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
         "precision: bf16-mixed (autocast on %s: matmuls in bfloat16; weights, gradients and "
         "optimizer state float32)\n",
         accel_.device().is_cuda() ? "CUDA" : "the CPU");
+  for (const auto& o : optimizers_) built_lrs_[o.name] = group_lrs(*o.optimizer);
   if (!cfg().trainer.resume.empty()) {
     resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank,
                                accel_.device());

@@ -36,6 +36,9 @@ class GANTRY_CORE_EXPORT Model {
   const DataSpec& spec() const { return spec_; }
   /// Where training stands after trainer.resume (zeros when fresh).
   const TrainState& resumed() const { return resumed_; }
+  /// Each optimizer's param-group lrs as configure_optimizers() built them
+  /// from this config (before a resume loaded the checkpoint's).
+  const std::vector<double>& built_lrs(const std::string& optimizer) const { return built_lrs_.at(optimizer); }
 
   const std::vector<NamedModule>& modules() const { return modules_; }
   const std::vector<NamedOptimizer>& optimizers() const { return optimizers_; }
@@ -90,6 +93,7 @@ class GANTRY_CORE_EXPORT Model {
   std::vector<OptimizerSlot> slots_;
   DataSpec spec_;
   TrainState resumed_;
+  std::map<std::string, std::vector<double>> built_lrs_;
   ImageSink image_sink_;
   std::unique_ptr<StepContextImpl> ctx_;
   bool bf16_ = false;  // trainer.precision=bf16-mixed: the hooks run under autocast

@@ -22,6 +22,7 @@
 #include "optim/ema.hpp"
 #include "train/fit_stop.hpp"
 #include "train/model.hpp"
+#include "train/resume.hpp"
 #include "train/run_outputs.hpp"
 #include "train/stop_agreement.hpp"
 
@@ -35,6 +36,7 @@ struct Trainer::Impl {
   std::unique_ptr<Model> model;
   std::unique_ptr<RunOutputs> out;                        // rank 0
   std::vector<std::unique_ptr<Callback>> user_callbacks;  // for the next fit (Trainer::add_callback)
+  std::vector<ConfigChange> resume_changes;               // the resume's config against its checkpoint's
 
   const ExperimentConfig& cfg() const { return model->cfg(); }
 
@@ -152,6 +154,9 @@ struct Trainer::Impl {
     if (fit.per_epoch == 0)
       throw DataError(train_name + ": " + std::to_string(train_size) + " samples make no batch of " +
                       std::to_string(lo.batch_size) + " (data.drop_last is true)");
+    // This run's epoch length goes into its checkpoints (a later resume's
+    // mid-epoch check, train/resume.hpp).
+    fit.state.extra[kPerEpochKey] = torch::tensor(fit.per_epoch, torch::kInt64);
     if (t.max_epochs > 0) fit.total_steps = t.max_epochs * fit.per_epoch;
     if (t.max_steps > 0) fit.total_steps = fit.total_steps > 0 ? std::min(fit.total_steps, t.max_steps) : t.max_steps;
     // The callbacks that check config keys against the plugin (ema.modules,
@@ -162,6 +167,12 @@ struct Trainer::Impl {
       ema = std::make_unique<EmaWeights>(cfg().ema, model->modules(), fit.state.extra, cfg().where("ema.modules"));
       for (const auto& [key, t] : ema->state()) fit.state.extra[key] = t;
       fit.ema = ema.get();
+      if (accel->is_zero())
+        std::printf(
+            "ema: the sample grids, the quality score and gantry sample use the EMA weights (ema.decay %g%s); "
+            "validation uses %s\n",
+            ema->decay(), ema->warmup() ? ", warm-up min(decay, (1 + t) / (10 + t))" : "",
+            cfg().ema.for_validation ? "them too (ema.for_validation)" : "the trained weights");
     }
     std::unique_ptr<Callback> lr_schedulers = lr_scheduler_callback(fit);
     std::unique_ptr<Callback> quality = cfg().metrics.quality_every_n_steps > 0 ? quality_callback(fit) : nullptr;
@@ -183,6 +194,7 @@ struct Trainer::Impl {
     if (quality) callbacks.add(Slot::kQuality, std::move(quality));
     for (auto& cb : user_callbacks) callbacks.add(Slot::kUser, std::move(cb));
     user_callbacks.clear();
+    if (accel->dist().world_size > 1) callbacks.add(Slot::kReplicas, replicas_callback());
     callbacks.add(Slot::kCheckpoint, checkpoint_callback());
     try {
       return loop(fit, loader, callbacks);
@@ -329,7 +341,14 @@ Trainer::Trainer(Experiment experiment, std::string run_dir, DistEnv dist) : imp
       std::printf("removed %s: an unfinished write of a process that is gone\n", f.c_str());
   impl_->accel = make_accelerator(experiment.config, dist);
   impl_->model = std::make_unique<Model>(std::move(experiment), *impl_->accel);
+  // A resume: its config against the checkpoint's, refused or said before the
+  // caller writes the run directory's config.yaml.
+  const ExperimentConfig& cfg = impl_->model->cfg();
+  if (!cfg.trainer.resume.empty())
+    impl_->resume_changes = check_resume_changes(cfg, impl_->model->resumed(), impl_->accel->is_zero());
 }
+
+const std::vector<ConfigChange>& Trainer::resume_changes() const { return impl_->resume_changes; }
 
 Trainer::~Trainer() = default;
 

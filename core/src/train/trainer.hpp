@@ -50,6 +50,9 @@ class GANTRY_CORE_EXPORT Trainer {
   /// CallbackSlot::kUser: after the built-in ones that write rows, before the
   /// checkpoint. Tests record the loop's points with it.
   void add_callback(std::unique_ptr<Callback> callback);
+  /// A resume's config changes against its checkpoint's (train/resume.hpp):
+  /// what the constructor found, refused nothing of, and said on rank 0.
+  const std::vector<ConfigChange>& resume_changes() const;
 
  private:
   struct Impl;

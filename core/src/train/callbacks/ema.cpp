@@ -10,7 +10,7 @@ namespace {
 
 class EmaCallback final : public Callback {
  public:
-  void on_batch_end(FitState& fit) override { fit.ema->update(); }
+  void on_batch_end(FitState& fit) override { fit.ema->update(fit.state.global_step); }
 };
 
 }  // namespace

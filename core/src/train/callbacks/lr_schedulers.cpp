@@ -14,6 +14,56 @@ namespace gantry {
 
 namespace {
 
+// "0.0002" or "[0.0002, 0.001]" (one per param group).
+std::string lrs_text(const std::vector<double>& lrs) {
+  std::string s;
+  char buf[32];
+  for (size_t i = 0; i < lrs.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%g", lrs[i]);
+    s += (i ? ", " : "") + std::string(buf);
+  }
+  return lrs.size() == 1 ? s : "[" + s + "]";
+}
+
+// The lrs configure_optimizers() built from this config, recorded in every
+// checkpoint (`lr_built.<name>`). A resume whose config builds others (a
+// changed system.lr) takes the new ones instead of the checkpoint's, and says
+// so; a checkpoint without the record (an older gantry) keeps its own.
+bool lr_built_changed(FitState& fit, const NamedOptimizer& o) {
+  const std::vector<double>& built = fit.model.built_lrs(o.name);
+  const std::string key = "lr_built." + o.name;
+  bool changed = false;
+  if (const auto rec = fit.state.extra.find(key); rec != fit.state.extra.end()) {
+    const torch::Tensor t = rec->second.to(torch::kFloat64).contiguous();
+    const std::vector<double> was(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    changed = was != built;
+    if (changed && fit.accel.dist().rank == 0)
+      std::printf("resume: optimizer %s's lr %s -> %s (as this config builds it)\n", o.name.c_str(),
+                  lrs_text(was).c_str(), lrs_text(built).c_str());
+  }
+  fit.state.extra[key] = torch::tensor(built, torch::kFloat64);
+  return changed;
+}
+
+void set_lrs(torch::optim::Optimizer& optimizer, const std::vector<double>& lrs) {
+  auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size() && g < lrs.size(); ++g) groups[g].options().set_lr(lrs[g]);
+}
+
+// A schedule that ends with the run (cosine, linear) over another length than
+// the checkpoint's run: said, as it reshapes the rest of the schedule.
+void say_new_length(FitState& fit, const std::string& name, const OptimizerOptions& options, int64_t total) {
+  const std::string key = "lr_total." + name;
+  const auto rec = fit.state.extra.find(key);
+  if (rec != fit.state.extra.end() && rec->second.numel() == 1 && rec->second.item<int64_t>() != total &&
+      fit.accel.dist().rank == 0 &&
+      (options.scheduler == SchedulerKind::kCosine || options.scheduler == SchedulerKind::kLinear))
+    std::printf("resume: optimizer %s's %s schedule now ends at %s %ld (it ended at %ld)\n", name.c_str(),
+                choice_name(options.scheduler), choice_name(options.interval), long(total),
+                long(rec->second.item<int64_t>()));
+  fit.state.extra[key] = torch::tensor(total, torch::kInt64);
+}
+
 class LrSchedulerCallback final : public Callback {
  public:
   explicit LrSchedulerCallback(FitState& fit) {
@@ -23,7 +73,11 @@ class LrSchedulerCallback final : public Callback {
       const OptimizerOptions options = cfg.optimizer(o.name);
       const bool configured = options.scheduler != SchedulerKind::kNone || options.warmup > 0;
       const auto lambda = own.find(o.name);
-      if (!configured && lambda == own.end()) continue;
+      const bool lr_changed = lr_built_changed(fit, o);
+      if (!configured && lambda == own.end()) {
+        if (lr_changed) set_lrs(*o.optimizer, fit.model.built_lrs(o.name));
+        continue;
+      }
       if (configured && lambda != own.end() && fit.accel.dist().rank == 0)
         std::printf("lr: %s replaces plugin %s's own schedule of optimizer %s\n",
                     cfg.where("optimizers." + o.name + ".scheduler").c_str(), fit.model.plugin_name().c_str(),
@@ -31,7 +85,9 @@ class LrSchedulerCallback final : public Callback {
       const std::string key = "lr_base." + o.name;
       std::vector<double> base = group_lrs(*o.optimizer);
       const auto saved = fit.state.extra.find(key);
-      if (saved != fit.state.extra.end()) {  // resumed: the schedule's own base, not what load() left
+      if (lr_changed) {
+        base = fit.model.built_lrs(o.name);
+      } else if (saved != fit.state.extra.end()) {  // resumed: the schedule's own base, not what load() left
         const auto t = saved->second.to(torch::kFloat64).contiguous();
         base.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
       }
@@ -49,6 +105,7 @@ class LrSchedulerCallback final : public Callback {
                 : fit.total_steps > 0      ? (fit.total_steps + fit.per_epoch - 1) / fit.per_epoch
                                            : -1;
       const std::string where = cfg.where("optimizers." + o.name + ".scheduler") + ": optimizers." + o.name;
+      say_new_length(fit, o.name, options, total);
       schedules_.push_back({o.name, o.optimizer, LrSchedule(options, base, total, where)});
     }
   }

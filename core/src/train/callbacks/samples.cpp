@@ -27,14 +27,8 @@ class SamplesCallback final : public Callback {
   // What log_samples logs goes into the next metrics row (rank 0 alone runs
   // it, so sync is not applied).
   static void log_samples(FitState& fit) {
-    if (fit.ema) fit.ema->swap();  // drawn with the EMA weights (ema.decay)
-    try {
-      for (const auto& v : fit.model.log_samples(fit.state)) fit.interval.add(v.name, v.value.item<double>(), v.reduce);
-    } catch (...) {
-      if (fit.ema) fit.ema->swap();
-      throw;
-    }
-    if (fit.ema) fit.ema->swap();
+    const EmaWeights::Swapped ema(fit.ema);  // drawn with the EMA weights (ema.decay)
+    for (const auto& v : fit.model.log_samples(fit.state)) fit.interval.add(v.name, v.value.item<double>(), v.reduce);
   }
 
   int64_t last_image_step_ = 0;

@@ -12,6 +12,7 @@
 #include "gantry/errors.hpp"
 
 #include "dist/distributed.hpp"
+#include "optim/ema.hpp"
 #include "train/callback.hpp"
 #include "train/run_outputs.hpp"
 
@@ -39,6 +40,7 @@ class ValidationCallback final : public Callback {
     std::vector<std::string> order;
     {
       Model::EvalScope eval(fit.model);
+      const EmaWeights::Swapped ema(fit.cfg().ema.for_validation ? fit.ema : nullptr);  // ema.for_validation
       loader_->start_epoch(0);
       while (auto batch = loader_->next()) {
         const int64_t rows = batch->input.size(0);
