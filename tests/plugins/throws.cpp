@@ -92,7 +92,7 @@ class Throws : public gantry::System {
     if (log_val_n_) {  // samples seen (a sum) and the largest batch (a max): not means
       const auto n = torch::tensor(double(batch.input.size(0)));
       ctx.log("val_n", n, gantry::Reduce::kSum, true);
-      ctx.log("val_batch_max", n, gantry::Reduce::kMax, true);
+      ctx.log("val_batch_max", double(batch.input.size(0)), gantry::Reduce::kMax, true);  // a plain number
     }
   }
   void log_samples(gantry::StepContext&) override { maybe("log_samples"); }

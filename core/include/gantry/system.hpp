@@ -114,6 +114,11 @@ class StepContext {
   virtual void step(const std::string& optimizer) = 0;
   /// Logs with a reduction over the batches of a metrics row (see Reduce).
   virtual void log(const std::string& name, const torch::Tensor& value, Reduce reduce, bool sync) = 0;
+  /// The same for a plain number. Not virtual (no ABI change): it calls the
+  /// tensor overload above, which every 1.1 runner implements.
+  void log(const std::string& name, double value, Reduce reduce, bool sync) {
+    log(name, torch::scalar_tensor(value, torch::kFloat64), reduce, sync);
+  }
   /// log_image with the images' range given: `low` maps to black, `high` to white.
   virtual void log_image(const std::string& tag, const torch::Tensor& images, double low, double high) = 0;
   /// A further batch for this same step (WGAN-GP's n_critic critic steps on
