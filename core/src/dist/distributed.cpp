@@ -240,6 +240,11 @@ std::string ProcessGroup::silent_ranks() {
         else if (entered[r] < mine)
           hung.push_back(r);
       }
+      // A silent rank explains every other wait: a rank behind this one may be
+      // blocked in an earlier exchange with it (Gloo lets some ranks finish a
+      // collective that the silent one never finished with the others), so
+      // the alive-but-absent are named only when no rank is silent.
+      if (!silent.empty()) hung.clear();
       if (!silent.empty())
         verdict = ranks_word(silent) + " stopped responding (no heartbeat for 1.5 s: stopped, hung or dead)";
       if (!hung.empty())
