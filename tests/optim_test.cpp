@@ -354,13 +354,8 @@ TEST(Ema, ValidationUsesTheEmaWeightsOnlyWhenAsked) {
                                         : "validation uses the trained weights"),
               std::string::npos)
         << r.out;
-    const auto rows = gantry::test::lines_of(gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv"));
-    const auto header = gantry::test::split(rows.at(0), ',');
-    const size_t col = std::find(header.begin(), header.end(), "val_loss") - header.begin();
-    for (const auto& row : rows) {
-      const auto cells = gantry::test::split(row, ',');
-      if (col < cells.size() && !cells[col].empty() && cells[col] != "val_loss") val_loss[mode] = cells[col];
-    }
+    const auto column = gantry::test::column_by_step(dir.path() / "runs/tiny/latest/metrics.csv", "val_loss");
+    if (!column.empty()) val_loss[mode] = column.rbegin()->second;
     ASSERT_FALSE(val_loss[mode].empty()) << gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
   }
   EXPECT_NE(val_loss["false"], val_loss["true"]);

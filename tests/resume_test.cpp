@@ -143,23 +143,6 @@ TEST(Resume, KeepLastPrunesOldCheckpoints) {
   EXPECT_EQ(names, (std::vector<std::string>{"step_0000030.ckpt", "step_0000040.ckpt", "step_0000050.ckpt"}));
 }
 
-namespace {
-
-// A metrics.csv column's cells by step ("" where a row lacks it).
-std::map<int64_t, std::string> column_by_step(const std::string& csv, const std::string& name) {
-  const auto rows = gantry::test::lines_of(gantry::test::read_text(csv));
-  const auto header = gantry::test::split(rows.at(0), ',');
-  const size_t col = std::find(header.begin(), header.end(), name) - header.begin();
-  std::map<int64_t, std::string> out;
-  for (size_t i = 1; i < rows.size(); ++i) {
-    const auto cells = gantry::test::split(rows[i], ',');
-    if (col < cells.size()) out[std::stoll(cells[0])] = cells[col];
-  }
-  return out;
-}
-
-}  // namespace
-
 // A resume compares its config with the checkpoint's: a changed lr is
 // applied and said (it was silently the checkpoint's), a longer run says how a
 // cosine schedule is reshaped, config.yaml is what runs now and
@@ -180,7 +163,7 @@ TEST(Resume, AChangedConfigIsAppliedAndSaidAndTheHistoryKept) {
       << r.out;
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
   // lr-g (warm-up 1, then the base): 2e-4 before the resume, 5e-5 after.
-  const auto lr_g = column_by_step(run / "metrics.csv", "lr-g");
+  const auto lr_g = gantry::test::column_by_step(run / "metrics.csv", "lr-g");
   EXPECT_NEAR(std::stod(lr_g.at(10)), 0.0002, 1e-12);
   EXPECT_NEAR(std::stod(lr_g.at(15)), 0.00005, 1e-12);
   EXPECT_NEAR(std::stod(lr_g.at(20)), 0.00005, 1e-12);

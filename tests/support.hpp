@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -169,6 +171,20 @@ inline std::vector<std::string> split(const std::string& line, char sep) {
       out.emplace_back();
     else
       out.back() += c;
+  }
+  return out;
+}
+
+/// A metrics.csv column's non-empty cells by step.
+inline std::map<int64_t, std::string> column_by_step(const std::string& csv, const std::string& name) {
+  const auto rows = lines_of(read_text(csv));
+  std::map<int64_t, std::string> out;
+  if (rows.empty()) return out;
+  const auto header = split(rows[0], ',');
+  const size_t col = std::find(header.begin(), header.end(), name) - header.begin();
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const auto cells = split(rows[i], ',');
+    if (col < cells.size() && !cells[col].empty()) out[std::stoll(cells[0])] = cells[col];
   }
   return out;
 }

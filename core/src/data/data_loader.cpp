@@ -10,7 +10,7 @@
 namespace gantry {
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> data, LoaderOptions options)
-    : data_(std::move(data)), opt_(options) {
+    : data_(std::move(data)), images_(dynamic_cast<const ImageTensorDataset*>(data_.get())), opt_(options) {
   const int64_t n = data_->size();
   const int64_t world = opt_.world_size;
   // DistributedSampler: pad to a multiple of the world size (or drop the rest).
@@ -60,8 +60,7 @@ void DataLoader::stop_worker() {
 }
 
 Batch DataLoader::make_batch(const int64_t* idx, int64_t n) const {
-  if (const auto* images = dynamic_cast<const ImageTensorDataset*>(data_.get()))
-    return images->gather(idx, n, opt_.pin_memory);
+  if (images_) return images_->gather(idx, n, opt_.pin_memory);
   Batch b = data_->get_batch(std::vector<int64_t>(idx, idx + n));
   if (!b.input.defined() || b.input.dim() < 1 || b.input.size(0) != n)
     throw DataError("the system's dataset returned a batch of " +

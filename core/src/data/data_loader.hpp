@@ -15,6 +15,8 @@
 
 namespace gantry {
 
+class ImageTensorDataset;
+
 struct LoaderOptions {
   int64_t batch_size = 64;
   bool shuffle = true;
@@ -53,6 +55,7 @@ class GANTRY_CORE_EXPORT DataLoader {
   Batch make_batch(const int64_t* idx, int64_t n) const;
 
   std::shared_ptr<const Dataset> data_;
+  const ImageTensorDataset* images_ = nullptr;  // data_ when it is the runner's images (gather, pinned)
   LoaderOptions opt_;
   int64_t per_rank_ = 0;
 

@@ -20,8 +20,6 @@ void Accelerator::allreduce_sum(torch::Tensor& t) const {
   if (pg_) pg_->allreduce_sum(t);
 }
 
-bool Accelerator::identical(const std::vector<torch::Tensor>& tensors) const { return differing(tensors).empty(); }
-
 std::vector<size_t> Accelerator::differing(const std::vector<torch::Tensor>& tensors) const {
   if (!pg_ || tensors.empty()) return {};
   std::vector<double> sums;

@@ -47,12 +47,9 @@ class Accelerator {
   /// Collectives over every rank; each is a no-op in a world of one.
   void broadcast(const std::vector<torch::Tensor>& tensors) const;
   void allreduce_sum(torch::Tensor& t) const;
-  /// Whether `tensors` are bit-identical on every rank (max and min of each
-  /// tensor's float64 sum agree).
-  bool identical(const std::vector<torch::Tensor>& tensors) const;
-  /// The indices of `tensors` that are not identical on every rank (the same
-  /// cheap checksum: one float64 sum each, its max and min over the ranks);
-  /// every rank gets the same answer.
+  /// The indices of `tensors` that are not identical on every rank (a cheap
+  /// checksum: one float64 sum each, its max and min over the ranks); every
+  /// rank gets the same answer.
   std::vector<size_t> differing(const std::vector<torch::Tensor>& tensors) const;
 
  protected:

@@ -309,7 +309,6 @@ struct Trainer::Impl {
     agreement.finish(s.global_step);
     callbacks.call(&Callback::on_train_end, fit);
     accel->broadcast(buffers);  // a collective: every rank has published its final status
-    result.replicas_identical = accel->identical(model->parameters());
     record_time();
     callbacks.call(&Callback::on_fit_end, fit);
     result.stop_signal = stop_requested();

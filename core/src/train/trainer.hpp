@@ -20,9 +20,8 @@ struct FitResult {
   std::vector<std::pair<std::string, double>> last_values;  ///< last logged metrics
   std::string last_checkpoint;                              ///< path of the final checkpoint ("" if none)
   int stop_signal = 0;                                      ///< the signal that stopped it early, or 0
-  std::string stop_reason;         ///< what ended it: "trainer.max_steps=1500 reached", "signal 15", ...
-  int64_t steps_run = 0;           ///< batches trained by this fit (a resumed run's own, not the total)
-  bool replicas_identical = true;  ///< parameters equal on every rank at the end
+  std::string stop_reason;  ///< what ended it: "trainer.max_steps=1500 reached", "signal 15", ...
+  int64_t steps_run = 0;    ///< batches trained by this fit (a resumed run's own, not the total)
 };
 
 /// Every check `gantry train` makes of the system before step 1 that needs no
