@@ -233,9 +233,11 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
 
 TrainState load_checkpoint(const std::string& path, const std::string& plugin, const std::vector<NamedModule>& modules,
                            const std::vector<NamedOptimizer>& optimizers, bool restore_rng, int rank,
-                           torch::Device device) {
+                           torch::Device device, CheckpointMeta* meta) {
   const auto d = read_dict(path);
   const std::string file_plugin = get_string(d, "plugin");
+  if (meta)
+    *meta = {file_plugin, get_string(d, "plugin_version"), get_string(d, "config"), get_int(d, "global_step", path)};
   if (file_plugin != plugin)
     throw CheckpointError("checkpoint " + path + " was written by plugin '" + file_plugin +
                           "', this run uses plugin '" + plugin + "'");

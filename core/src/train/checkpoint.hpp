@@ -97,9 +97,11 @@ GANTRY_CORE_EXPORT void prune_checkpoints(const std::string& dir, int64_t keep_l
 /// the CPU leaves the CUDA generator as seeded), and returns the train state.
 /// Optimizer state lands on `device` (torch.load's map_location). `plugin`:
 /// the loaded plugin's name, checked against the file's. Verifies the checksum first.
+/// `meta`: also the file's metadata (its config), from the same read.
 GANTRY_CORE_EXPORT TrainState load_checkpoint(const std::string& path, const std::string& plugin,
                                               const std::vector<NamedModule>& modules,
                                               const std::vector<NamedOptimizer>& optimizers, bool restore_rng,
-                                              int rank = 0, torch::Device device = torch::kCPU);
+                                              int rank = 0, torch::Device device = torch::kCPU,
+                                              CheckpointMeta* meta = nullptr);
 
 }  // namespace gantry

@@ -52,7 +52,7 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
   for (const auto& o : optimizers_) built_lrs_[o.name] = group_lrs(*o.optimizer);
   if (!cfg().trainer.resume.empty()) {
     resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank,
-                               accel_.device());
+                               accel_.device(), &resumed_meta_);
     StateDict state;
     const std::string prefix = kPluginStatePrefix;
     for (const auto& [key, t] : resumed_.extra)

@@ -36,6 +36,8 @@ class GANTRY_CORE_EXPORT Model {
   const DataSpec& spec() const { return spec_; }
   /// Where training stands after trainer.resume (zeros when fresh).
   const TrainState& resumed() const { return resumed_; }
+  /// The resume checkpoint's metadata (its config), from the same read.
+  const CheckpointMeta& resumed_meta() const { return resumed_meta_; }
   /// Each optimizer's param-group lrs as configure_optimizers() built them
   /// from this config (before a resume loaded the checkpoint's).
   const std::vector<double>& built_lrs(const std::string& optimizer) const { return built_lrs_.at(optimizer); }
@@ -93,6 +95,7 @@ class GANTRY_CORE_EXPORT Model {
   std::vector<OptimizerSlot> slots_;
   DataSpec spec_;
   TrainState resumed_;
+  CheckpointMeta resumed_meta_;
   std::map<std::string, std::vector<double>> built_lrs_;
   ImageSink image_sink_;
   std::unique_ptr<StepContextImpl> ctx_;

@@ -22,9 +22,9 @@ bool decides_the_epoch(const std::string& key) {
 
 }  // namespace
 
-std::vector<ConfigChange> check_resume_changes(const ExperimentConfig& now, const TrainState& resumed, bool print) {
+std::vector<ConfigChange> check_resume_changes(const ExperimentConfig& now, const TrainState& resumed,
+                                               const CheckpointMeta& meta, bool print) {
   const std::string& checkpoint = now.trainer.resume;
-  const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
   ExperimentConfig before;
   try {
     before = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (its config)");

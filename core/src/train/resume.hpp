@@ -13,12 +13,14 @@ namespace gantry {
 /// checkpoint (whether its batch_in_epoch is mid-epoch).
 inline constexpr const char* kPerEpochKey = "fit.batches_per_epoch";
 
-/// `now.trainer.resume` names the checkpoint `resumed` came from. Refuses
+/// `now.trainer.resume` names the checkpoint `resumed` and `meta` came from
+/// (load_checkpoint's read: the file is not read again). Refuses
 /// (ConfigError naming the key) a change of data.batch_size, data.shuffle,
 /// data.drop_last, trainer.seed, trainer.devices or trainer.num_nodes when the
 /// checkpoint is mid-epoch: they decide which samples the rest of that epoch
 /// holds. Prints each other change as `resume: <key> <before> -> <after>` when
 /// `print`. Returns the changes it found.
-std::vector<ConfigChange> check_resume_changes(const ExperimentConfig& now, const TrainState& resumed, bool print);
+std::vector<ConfigChange> check_resume_changes(const ExperimentConfig& now, const TrainState& resumed,
+                                               const CheckpointMeta& meta, bool print);
 
 }  // namespace gantry

@@ -344,7 +344,8 @@ Trainer::Trainer(Experiment experiment, std::string run_dir, DistEnv dist) : imp
   // caller writes the run directory's config.yaml.
   const ExperimentConfig& cfg = impl_->model->cfg();
   if (!cfg.trainer.resume.empty())
-    impl_->resume_changes = check_resume_changes(cfg, impl_->model->resumed(), impl_->accel->is_zero());
+    impl_->resume_changes =
+        check_resume_changes(cfg, impl_->model->resumed(), impl_->model->resumed_meta(), impl_->accel->is_zero());
 }
 
 const std::vector<ConfigChange>& Trainer::resume_changes() const { return impl_->resume_changes; }
