@@ -5,7 +5,7 @@
 //   gantry validate CONFIG [key=value ...]   check config, plugin and data without training
 //   gantry plugins                            list the plugins found, with their manifests
 //   gantry keys                               every config key: values, default, meaning
-//   gantry sample --checkpoint PATH [-n 64] [-o grid.png]
+//   gantry sample --checkpoint PATH [-n 64] [-o grid.png] [--labels 0,1,2] [--rows R]
 #include <CLI/CLI.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
@@ -93,6 +93,16 @@ int main(int argc, char** argv) {
   sample->add_option("--tensors", sa.tensors, "Also save the inputs and outputs as tensors (torch.load-able)");
   sample->add_option("--plugin", sa.plugin,
                      "The plugin (path or name) instead of the one the checkpoint recorded (a moved build directory)");
+  sample
+      ->add_option("--labels", sa.labels,
+                   "A conditional system's classes, e.g. 0,1,2: sample i is of class labels[i % count] (with count "
+                   "images a row, one class a column)")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  sample
+      ->add_option("--rows", sa.rows,
+                   "Rows of the grid (default: the run's trainer.grid_rows; 0 there: 8 images a row)")
+      ->check(CLI::Range(1, 4096));
 
   CLI11_PARSE(app, argc, argv);
   return engine::run_command([&]() -> int {

@@ -135,7 +135,7 @@ void print_summary(const std::vector<Point>& points, const fs::path& dir, const 
   for (const auto& p : points) {
     const auto [header, row] = engine::last_metrics((dir / p.label / "latest" / "metrics.csv").string());
     for (size_t i = 0; i < header.size() && i < row.size(); ++i) {
-      if (header[i] == "epoch" || header[i] == "wall_time") continue;
+      if (header[i] == "epoch" || header[i] == "wall_time" || header[i] == "kind") continue;
       if (std::find(metrics.begin(), metrics.end(), header[i]) == metrics.end()) metrics.push_back(header[i]);
       values[p.label][header[i]] = row[i];
     }

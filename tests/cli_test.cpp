@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -85,7 +86,7 @@ TEST(Cli, ValidateAcceptsTheDemo) {
 TEST(Cli, PluginsListsTheGan) {
   const auto r = run_gantry("plugins");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.2"), std::string::npos) << r.out;  // built with this SDK
+  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.3"), std::string::npos) << r.out;  // built with this SDK
 }
 
 TEST(Cli, TrainWritesRunDirectoryThenSampleReadsTheCheckpoint) {
@@ -256,7 +257,7 @@ TEST(Cli, AMetricsRowHoldsTheMeanOfEverythingLoggedSinceThePreviousRow) {
   const auto r = run_gantry("train '" + kTiny + "' system.log_steps=true trainer.max_steps=60", dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto rows = gantry::test::lines_of(gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv"));
-  ASSERT_EQ(rows.size(), 8u) << gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
+  ASSERT_EQ(rows.size(), 7u) << gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv");
   const auto header = gantry::test::split(rows[0], ',');
   auto cell = [&](size_t row, const std::string& column) {
     const auto cells = gantry::test::split(rows[row], ',');
@@ -273,10 +274,46 @@ TEST(Cli, AMetricsRowHoldsTheMeanOfEverythingLoggedSinceThePreviousRow) {
   EXPECT_EQ(cell(6, "every_50"), "50");
   for (int k = 2; k <= 5; ++k) EXPECT_EQ(cell(k, "every_50"), "") << rows[k];
   EXPECT_EQ(cell(1, "sampled_at"), "0");
-  // The final grid's value: its own row at step 60 (as a validation row would be).
-  EXPECT_EQ(cell(7, "step"), "60");
-  EXPECT_EQ(cell(7, "sampled_at"), "60");
-  EXPECT_EQ(cell(7, "batch_index"), "");
+  // The final grid's value joins the step's training row: one row per step and kind.
+  EXPECT_EQ(cell(6, "sampled_at"), "60");
+  for (int k = 1; k <= 6; ++k) EXPECT_EQ(cell(k, "kind"), "train") << rows[k];
+}
+
+TEST(Cli, MetricsCsvKeepsItsColumnOrderOnResumeAndTheFiniteRowsBeforeANan) {
+  // every_50 first appears in the row at 10; a run resumed from step 20 into
+  // a new run directory sees it first at 60: its columns were another order.
+  TempDir dir, again;
+  const std::string args = "train '" + kTiny + "' system.log_steps=true checkpoint.every_n_steps=20 ";
+  auto r = run_gantry(args + "trainer.max_steps=60", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto straight = gantry::test::lines_of(gantry::test::read_text(dir.path() / "runs/tiny/latest/metrics.csv"));
+  r = run_gantry(args + "trainer.max_steps=60 trainer.resume=" +
+                     (dir.path() / "runs/tiny/latest/checkpoints/step_0000020.ckpt").string(),
+                 again.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto resumed = gantry::test::lines_of(gantry::test::read_text(again.path() / "runs/tiny/latest/metrics.csv"));
+  ASSERT_FALSE(straight.empty());
+  ASSERT_FALSE(resumed.empty());
+  EXPECT_EQ(resumed[0], straight[0]);
+  EXPECT_EQ(resumed.size(), 1u + 4u) << "rows 30, 40, 50, 60";
+  // A NaN logged during the batch of global_step 25 stops the run; the
+  // finite values of the batches before it (20..24) are a row at 25.
+  TempDir nan;
+  r = run_gantry(args + "trainer.max_steps=60 system.nan_at=25", nan.path());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("loss is NaN"), std::string::npos) << r.err;
+  const auto rows = gantry::test::lines_of(gantry::test::read_text(nan.path() / "runs/tiny/latest/metrics.csv"));
+  ASSERT_EQ(rows.size(), 4u) << "header, 10, 20, 25";
+  const auto header = gantry::test::split(rows[0], ',');
+  auto cell = [&](size_t row, const std::string& column) {
+    const auto cells = gantry::test::split(rows[row], ',');
+    const size_t i = std::find(header.begin(), header.end(), column) - header.begin();
+    return i < cells.size() ? cells[i] : std::string("(none)");
+  };
+  EXPECT_EQ(cell(3, "step"), "25");
+  EXPECT_EQ(cell(3, "kind"), "train");
+  EXPECT_DOUBLE_EQ(std::stod(cell(3, "batch_index")), 22.0) << rows[3];  // the mean of 20..24
+  EXPECT_TRUE(std::isfinite(std::stod(cell(3, "loss")))) << rows[3];
 }
 
 TEST(Cli, Sdk11PluginStateReductionsAndTheSplitStepResume) {
@@ -284,7 +321,8 @@ TEST(Cli, Sdk11PluginStateReductionsAndTheSplitStepResume) {
   // extra_state() and restored by load_extra_state(), values logged with
   // Reduce::kLast / kMax, and ctx.backward + ctx.step instead of optimize.
   TempDir dir;
-  const std::string args = "' system.log_steps=true system.split_step=true trainer.log_every_n_steps=10 ";
+  const std::string args =
+      "' system.log_steps=true system.split_step=true trainer.log_every_n_steps=10 trainer.log_grad_norm=true ";
   auto r = run_gantry("train '" + kTiny + args + "trainer.max_steps=20", dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   r = run_gantry("train '" + kTiny + args + "trainer.max_steps=30 trainer.resume=auto", dir.path());
@@ -307,6 +345,11 @@ TEST(Cli, Sdk11PluginStateReductionsAndTheSplitStepResume) {
   for (size_t k = 1; k <= 3; ++k) {
     EXPECT_GE(std::stod(cell(k, "loss_max")), std::stod(cell(k, "loss"))) << rows[k];  // max >= mean
     EXPECT_GT(std::stod(cell(k, "grad_norm")), 0) << rows[k];
+    // trainer.log_grad_norm: the same norm as the plugin's own (double sums of float
+    // squares there, float norms here: ~1e-7 relative per batch).
+    EXPECT_NEAR(std::stod(cell(k, "grad_norm_sgd")), std::stod(cell(k, "grad_norm")),
+                1e-5 * std::stod(cell(k, "grad_norm")))
+        << rows[k];
   }
 }
 
@@ -338,6 +381,13 @@ TEST(Cli, ASystemsOwnDataTrainsWithNoFilesAndResumesExactly) {
   std::string val;
   for (const auto& row : rows) val = cell(row, "val_loss").empty() ? val : cell(row, "val_loss");
   ASSERT_FALSE(val.empty()) << "no validation row";
+  // The validation row at 128 and the last training row at 128 are told apart by kind.
+  std::set<std::string> step_kinds;
+  for (size_t k = 1; k < rows.size(); ++k) {
+    EXPECT_EQ(cell(rows[k], "kind"), cell(rows[k], "val_loss").empty() ? "train" : "val") << rows[k];
+    EXPECT_TRUE(step_kinds.insert(cell(rows[k], "step") + " " + cell(rows[k], "kind")).second) << rows[k];
+  }
+  EXPECT_EQ(step_kinds.count("128 val") + step_kinds.count("128 train"), 2u);
   EXPECT_LT(std::stod(val), first / 2) << "it did not learn the ring: loss " << first << " then val_loss " << val;
   // Resumed from the step-20 checkpoint to step 60: the same weights as straight.
   const auto ckpt = [](const std::filesystem::path& d, int step) {
@@ -382,6 +432,87 @@ TEST(Cli, AStepThatDrawsFurtherBatchesCountsStepsNotBatchesAndResumesExactly) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string at30 = "runs/tiny/latest/checkpoints/step_0000030.ckpt";
   gantry::test::expect_same_weights((again.path() / at30).string(), (third.path() / at30).string());
+}
+
+// ---- the best checkpoints, early stopping (issue 30) -----------------------------
+
+namespace {
+
+// The best_step_*.ckpt of a run, by name.
+std::vector<std::string> best_files(const std::filesystem::path& run) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(run / "checkpoints"))
+    if (e.path().filename().string().rfind("best_step_", 0) == 0) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST(Cli, TheTwoBestCheckpointsByValLossAreKeptAndSurviveAResume) {
+  // The tiny plugin on its ring, validated every 10 batches: the two lowest
+  // val_loss rows' checkpoints are kept, best.ckpt links the lowest; a run
+  // stopped at 30 and resumed to 60 keeps the same two as one straight run.
+  const std::string args = "train '" + kTiny +
+                           "' system.synthetic=true system.pixels=2 data.path=/nonexistent data.batch_size=32 "
+                           "trainer.val_every_n_steps=10 checkpoint.monitor=val_loss checkpoint.save_top_k=2 "
+                           "checkpoint.save_last=false ";
+  TempDir straight, split;
+  auto r = run_gantry(args + "trainer.max_steps=60", straight.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto run = straight.path() / "runs/tiny/latest";
+  const auto val = gantry::test::column_by_step((run / "metrics.csv").string(), "val_loss");
+  ASSERT_EQ(val.size(), 6u);
+  std::vector<std::pair<double, int64_t>> ranked;
+  for (const auto& [step, v] : val) ranked.emplace_back(std::stod(v), step);
+  std::sort(ranked.begin(), ranked.end());
+  char want[2][64];
+  for (int i = 0; i < 2; ++i) std::snprintf(want[i], sizeof want[i], "best_step_%07ld.ckpt", long(ranked[i].second));
+  std::vector<std::string> expected{want[0], want[1]};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(best_files(run), expected);
+  EXPECT_EQ(std::filesystem::read_symlink(run / "checkpoints/best.ckpt").string(), want[0]);
+  EXPECT_NE(r.out.find("best: val_loss " + val.at(ranked[0].second).substr(0, 4)), std::string::npos) << r.out;
+  for (const auto& e : std::filesystem::directory_iterator(run / "checkpoints"))  // save_last=false: no step_*
+    EXPECT_NE(e.path().filename().string().rfind("step_", 0), 0u) << e.path();
+  r = run_gantry("sample -c " + (run / "best").string() + " -n 4 --tensors t.pt", straight.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("checkpoints/best.ckpt"), std::string::npos) << r.out;
+  ASSERT_EQ(run_gantry(args + "trainer.max_steps=30", split.path()).exit_code, 0);
+  r = run_gantry(args + "trainer.max_steps=60 trainer.resume=auto", split.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(best_files(split.path() / "runs/tiny/latest"), expected);
+}
+
+TEST(Cli, EarlyStoppingStopsWithTheRuleAndAResumeWithMorePatienceGoesOn) {
+  // val_loss falls on the ring: with mode max it "stops improving" at once:
+  // the first check (step 10) is the best, two more without improvement stop
+  // the run at step 30. Resumed with patience 5 it goes on to step 60.
+  const std::string common = "train '" + kTiny +
+                             "' system.synthetic=true system.pixels=2 data.path=/nonexistent data.batch_size=32 "
+                             "trainer.val_every_n_steps=10 trainer.max_steps=200 early_stopping.monitor=val_loss ";
+  const std::string args = common + "early_stopping.mode=max ";
+  TempDir dir;
+  auto r = run_gantry(args + "early_stopping.patience=2", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto val = gantry::test::column_by_step((dir.path() / "runs/tiny/latest/metrics.csv").string(), "val_loss");
+  ASSERT_FALSE(val.empty());
+  EXPECT_NE(r.out.find("done at step 30 (epoch 0): early stopping: val_loss did not improve by 0 for 2 checks (best " +
+                       val.begin()->second.substr(0, 4)),
+            std::string::npos)
+      << r.out;
+  r = run_gantry(args + "early_stopping.patience=5 trainer.resume=auto", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("done at step 60 (epoch 0): early stopping: val_loss did not improve by 0 for 5 checks"),
+            std::string::npos)
+      << r.out;
+  // A threshold stops at the first check; a bad value is one line.
+  TempDir other;
+  r = run_gantry(common + "early_stopping.stopping_threshold=100", other.path());
+  EXPECT_NE(r.out.find("done at step 10 (epoch 0): early stopping: val_loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reached early_stopping.stopping_threshold 100 at step 10"), std::string::npos) << r.out;
+  expect_one_error_line(run_gantry(args + "early_stopping.divergence_threshold=lots", other.path()),
+                        "early_stopping.divergence_threshold must be a number, or empty");
 }
 
 // ---- gantry sweep --------------------------------------------------------------
@@ -649,7 +780,7 @@ TEST(Cli, APluginForAnotherMachineOrOneThatCrashesOnLoadIsNamed) {
   EXPECT_NE(r.out.find("error: loading it crashed the process (signal 11, SIGSEGV, in its static initializers)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.2"), std::string::npos) << "the plugins after it were not listed\n" << r.out;
+  EXPECT_NE(r.out.find("gan 0.1.0 (ABI 1.3"), std::string::npos) << "the plugins after it were not listed\n" << r.out;
 }
 
 // Every checkpoint unreadable: resume=auto said "no checkpoint yet" and
@@ -762,4 +893,22 @@ TEST(Cli, SampleFindsAMovedPluginByNameOrTakesPlugin) {
   r = run_gantry("sample -c " + tiny_ckpt + " --tensors t.pt --plugin " + (dir / "b/libtiny.so"), dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(fs::exists(dir.path() / "t.pt"));
+  // Issue 28, item 10: --rows lays the grid out; --labels asks a conditional
+  // system (SDK 1.3 conditional_input) for classes, cycled over the samples
+  // (the tiny plugin writes the class into each input's first value).
+  const std::string path = "GANTRY_PLUGIN_PATH='" + (dir / "b") + "'";
+  r = run_gantry("sample -c " + gan_ckpt + " -n 16 --rows 4 -o rows.png", dir.path(), path);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto grid = gantry::decode_png(gantry::test::read_text(dir / "rows.png"));
+  EXPECT_EQ(grid.width, 4 * 30 + 2);
+  EXPECT_EQ(grid.height, 4 * 30 + 2);
+  expect_one_error_line(run_gantry("sample -c " + gan_ckpt + " --labels 1", dir.path(), path),
+                        "--labels: plugin gan is not conditional");
+  r = run_gantry("sample -c " + tiny_ckpt + " -n 5 --labels 3,1 --tensors c.pt --plugin " + (dir / "b/libtiny.so"),
+                 dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string bytes = gantry::test::read_text(dir / "c.pt");
+  const auto d = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end())).toGenericDict();
+  const torch::Tensor first = d.at("input").toTensor().select(1, 0);
+  EXPECT_TRUE(torch::equal(first, torch::tensor({3.f, 1.f, 3.f, 1.f, 3.f}))) << first;
 }

@@ -230,6 +230,26 @@ TEST(Chart, XAsTimeSinceStartOrWallTimeAndAZoomedRange) {
   EXPECT_LT(c.y.hi, 3) << "the spike (9.0 at step 500) is outside the zoom";
 }
 
+// A metric logged once (a validation at the end) was a legend without a
+// point in both GUIs: one point is centred with room either side and drawn
+// as a marker (so is every point of a short line); a long line has none.
+TEST(Chart, ALonePointIsCentredAndMarked) {
+  std::map<std::string, Series> m;
+  m["quality_fd"].append(1000, 1.7e9, 187.0);
+  for (int64_t i = 1; i <= 100; ++i) m["loss"].append(i * 10, 1.7e9 + double(i), 1.0);
+  ChartModel model;
+  std::vector<ChartRun> runs{{"r", &m, true, 0}};
+  Chart c = model.build(runs, "quality_fd", ChartOptions{});
+  ASSERT_EQ(c.lines.size(), 1u);
+  ASSERT_EQ(c.lines[0].x.size(), 1u);
+  EXPECT_TRUE(c.lines[0].markers);
+  EXPECT_LT(c.x.lo, 1000);
+  EXPECT_GT(c.x.hi, 1000);
+  EXPECT_NE(std::find(c.x.ticks.begin(), c.x.ticks.end(), 1000.0), c.x.ticks.end());
+  c = model.build(runs, "loss", ChartOptions{});
+  EXPECT_FALSE(c.lines[0].markers);
+}
+
 // A command line naming several live runs, the runner's line, and a directory.
 TEST(Runs, SeveralTargetsOnOneCommandLine) {
   auto t = parse_targets(

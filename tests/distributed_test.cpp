@@ -475,15 +475,37 @@ TEST(Distributed, ValidationAveragesOverEveryRanksShard) {
   // 2 ranks, the tiny plugin's own ring data (512 validation samples: 256 a
   // rank, no padding). The val_loss row must be the mean over all 512, not
   // over rank 0's half: recompute it here from the final checkpoint (written
-  // after the validation at the same step).
+  // after the validation at the same step). SDK 1.3 on the way: validation
+  // every 8 batches and at the end; rank 1's plugin asks to stop during the
+  // batch of global_step 20 (of 32 an epoch): both ranks stop at the same
+  // step, rank 0 names rank 1, the end validates; the validation hooks count
+  // each rank's batches (4 of 8 a pass).
   TempDir dir;
   const std::string tiny = gantry::test::source_path("tests/sdk_plugin/tiny.yaml");
   const std::string args = " system.plugin=" + gantry::test::plugin_path("tiny") +
                            " system.synthetic=true system.pixels=2 data.path=/nonexistent data.batch_size=64"
-                           " trainer.max_steps=-1 trainer.max_epochs=1 trainer.val_every_n_epochs=1";
+                           " trainer.max_steps=-1 trainer.max_epochs=1 trainer.val_every_n_epochs=1"
+                           " trainer.val_every_n_steps=8 system.stop_at=20 system.stop_rank=1 trainer.seed=7";
   const auto r = run_gantry("launch -n 2 '" + tiny + "'" + args, dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("rank 1: plugin tiny asked to stop at step 21: target reached (system.stop_at=20)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rank 1's plugin asked to stop"), std::string::npos) << r.out;
   const auto run = dir.path() / "runs/tiny/latest";
+  {
+    std::vector<std::string> steps, batches, seeds;
+    for (const auto& [step, v] : gantry::test::column_by_step((run / "metrics.csv").string(), "val_batches")) {
+      steps.push_back(std::to_string(step));
+      batches.push_back(v);
+    }
+    for (const auto& [step, v] : gantry::test::column_by_step((run / "metrics.csv").string(), "run_seed"))
+      seeds.push_back(v);
+    EXPECT_EQ(steps, (std::vector<std::string>{"8", "16", "22"})) << gantry::test::read_text(run / "metrics.csv");
+    EXPECT_EQ(batches, (std::vector<std::string>{"8", "8", "8"}));
+    EXPECT_EQ(seeds, (std::vector<std::string>{"7", "7", "7"}));
+    EXPECT_TRUE(std::filesystem::exists(run / "checkpoints/step_0000022.ckpt"));
+  }
   double logged = -1;
   const auto rows = gantry::test::lines_of(gantry::test::read_text(run / "metrics.csv"));
   const auto header = gantry::test::split(rows[0], ',');
@@ -510,6 +532,29 @@ TEST(Distributed, ValidationAveragesOverEveryRanksShard) {
   const double want = torch::cross_entropy_loss(exp.system->forward(b.input), b.target).item<double>();
   // Per-batch float32 losses averaged in another order: ~1e-7 relative.
   EXPECT_NEAR(logged, want, 1e-5 * want) << "rank 0's shard alone, or another split";
+}
+
+// Issue 30: the best checkpoints and early stopping on a metric only rank 0
+// has (the training loss, logged without sync: each rank's differs). Each
+// rank deciding on its own value would write different checkpoints (a
+// collective: a hang) or stop at different steps; rank 0's value, broadcast,
+// makes every rank decide alike.
+TEST(Distributed, BestCheckpointsAndEarlyStoppingOnRankZerosValueAreDecidedAlike) {
+  TempDir dir;
+  const std::string tiny = gantry::test::source_path("tests/sdk_plugin/tiny.yaml");
+  const auto r = run_gantry(
+      "launch -n 2 '" + tiny + "' system.plugin=" + gantry::test::plugin_path("tiny") +
+          " system.synthetic=true system.pixels=2 data.path=/nonexistent data.batch_size=32 trainer.max_steps=100"
+          " trainer.log_every_n_steps=5 checkpoint.monitor=loss checkpoint.save_top_k=2 early_stopping.monitor=loss"
+          " early_stopping.mode=max early_stopping.patience=3 trainer.dist_timeout=30",
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("early stopping: loss did not improve by 0 for 3 checks"), std::string::npos) << r.out;
+  int best = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() / "runs/tiny/latest/checkpoints"))
+    best += e.path().filename().string().rfind("best_step_", 0) == 0;
+  EXPECT_EQ(best, 2);
+  EXPECT_NE(r.out.find("replicas bit-identical across 2 ranks"), std::string::npos) << r.out;
 }
 
 // ---- the shared-memory exchange waiting for a peer -----------------------------

@@ -354,11 +354,9 @@ std::vector<std::pair<double, double>> first_losses(const std::vector<std::strin
   const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
   Trainer(Experiment::build(cfg, data), dir).fit();
   std::vector<std::pair<double, double>> out;
-  const auto rows = gantry::test::lines_of(gantry::test::read_text(dir + "/metrics.csv"));
-  for (size_t i = 1; i < rows.size(); ++i) {
-    const auto f = gantry::test::split(rows[i], ',');
-    out.emplace_back(std::stod(f[3]), std::stod(f[4]));
-  }
+  const auto g = gantry::test::column_by_step(dir + "/metrics.csv", "g_loss");
+  const auto d = gantry::test::column_by_step(dir + "/metrics.csv", "d_loss");
+  for (const auto& [step, value] : g) out.emplace_back(std::stod(value), std::stod(d.at(step)));
   return out;
 }
 
@@ -417,10 +415,9 @@ TEST(AdamInBackward, GanRunIsBitIdentical) {
                               std::string("trainer.step_in_backward=") + (in_backward ? "true" : "false")});
     const auto data = load_idx_images(cfg.data.path, cfg.data.train_prefix);
     Trainer(Experiment::build(cfg, data), dir.path().string()).fit();
-    for (const auto& row : gantry::test::lines_of(gantry::test::read_text(dir / "metrics.csv"))) {
-      const auto f = gantry::test::split(row, ',');
-      rows[in_backward].push_back(f[0] + "," + f[3] + "," + f[4]);  // all but the wall time
-    }
+    for (const auto& row :
+         gantry::test::lines_of(gantry::test::rows_without_wall_time(gantry::test::read_text(dir / "metrics.csv"))))
+      rows[in_backward].push_back(row);
   }
   ASSERT_EQ(rows[true].size(), 9u);
   EXPECT_EQ(rows[true], rows[false]);

@@ -108,13 +108,17 @@ TEST(PluginLoader, APluginBuiltAgainstTheFrozenSdk10Trains) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("done at step 20"), std::string::npos) << r.out;
   // Resumed: the runner must not call the 1.1 hooks (extra_state at each
-  // checkpoint, load_extra_state on resume) past the end of a 1.0 vtable.
+  // checkpoint, load_extra_state on resume) past the end of a 1.0 vtable,
+  // nor 1.3's validation start/end hooks (a validation at the end).
   const auto resumed = gantry::test::run_gantry(
       "train '" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
-          "' trainer.max_steps=30 trainer.resume=auto system.plugin=" + plugin_path("tiny_sdk_1_0"),
+          "' trainer.max_steps=30 trainer.resume=auto trainer.val_every_n_steps=100 data.val_prefix=t10k "
+          "system.plugin=" +
+          plugin_path("tiny_sdk_1_0"),
       dir.path());
   EXPECT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("done at step 30"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("validation at step 30"), std::string::npos) << resumed.out;
 }
 
 TEST(PluginLoader, OtherLibTorchVersionNamesBothSides) {

@@ -18,7 +18,7 @@ acc = event_accumulator.EventAccumulator(run, size_guidance={event_accumulator.S
 acc.Reload()
 tags = acc.Tags()
 rows = list(csv.DictReader(open(os.path.join(run, "metrics.csv"))))
-metrics = [k for k in rows[0] if k not in ("step", "epoch", "wall_time")]
+metrics = [k for k in rows[0] if k not in ("step", "epoch", "wall_time", "kind")]
 assert sorted(tags["scalars"]) == sorted(metrics), (tags["scalars"], metrics)
 f32 = lambda x: struct.unpack("f", struct.pack("f", float(x)))[0]
 for name in metrics:

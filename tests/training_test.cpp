@@ -47,16 +47,25 @@ double l1(const std::vector<double>& a, const std::vector<double>& b) {
   return d;
 }
 
+// metrics.csv's training rows as numbers (without the `kind` column, each
+// checked to be `train`), and its header (with it).
 std::vector<std::vector<double>> read_rows(const std::string& csv, std::vector<std::string>& header) {
   auto lines = gantry::test::lines_of(csv);
   std::vector<std::vector<double>> rows;
   std::stringstream hs(lines.at(0));
   std::string cell;
   while (std::getline(hs, cell, ',')) header.push_back(cell);
+  const size_t kind = std::find(header.begin(), header.end(), "kind") - header.begin();
+  EXPECT_EQ(kind, 3u) << lines[0];
   for (size_t i = 1; i < lines.size(); ++i) {
     std::stringstream ls(lines[i]);
     std::vector<double> row;
-    while (std::getline(ls, cell, ',')) row.push_back(std::stod(cell));
+    for (size_t c = 0; std::getline(ls, cell, ','); ++c) {
+      if (c == kind)
+        EXPECT_EQ(cell, "train") << lines[i];
+      else
+        row.push_back(std::stod(cell));
+    }
     rows.push_back(row);
   }
   return rows;
@@ -77,7 +86,7 @@ TEST(Training, GanLearnsOnFashionMnistIn200Steps) {
   // Losses: finite, 20 rows, and they move.
   std::vector<std::string> header;
   const auto rows = read_rows(gantry::test::read_text(dir / "metrics.csv"), header);
-  ASSERT_EQ(header, (std::vector<std::string>{"step", "epoch", "wall_time", "g_loss", "d_loss"}));
+  ASSERT_EQ(header, (std::vector<std::string>{"step", "epoch", "wall_time", "kind", "g_loss", "d_loss"}));
   ASSERT_EQ(rows.size(), 20u);
   EXPECT_EQ(rows.front()[0], 10);
   EXPECT_EQ(rows.back()[0], 200);

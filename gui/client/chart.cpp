@@ -96,7 +96,11 @@ Chart ChartModel::build(const std::vector<ChartRun>& runs, const std::string& gr
   }
   if (!(x0 <= x1)) x0 = 0, x1 = 1;
   if (opt.zoomed) x0 = opt.x_lo, x1 = opt.x_hi;
-  if (x1 <= x0) x1 = x0 + 1;
+  if (x1 <= x0) {  // one point (or none): centred, with room either side
+    const double half = std::max(1.0, std::abs(x0) * 0.05);
+    x0 -= half;
+    x1 += half;
+  }
   const int columns = std::max(10, opt.columns);
   auto usable = [&](double v) { return std::isfinite(v) && (!opt.log_y || v > 0); };
   double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
@@ -131,6 +135,7 @@ Chart ChartModel::build(const std::vector<ChartRun>& runs, const std::string& gr
       keep(cache.smooth.decimate(bx, sm, x0 - off, x1 - off, columns, cache.smoother.generation()), sm, line.sx,
            line.sy, false);
     }
+    line.markers = line.x.size() <= kMarkerPoints;
     chart.lines.push_back(std::move(line));
   }
   if (!(y0 <= y1)) y0 = 0, y1 = 1;

@@ -42,7 +42,13 @@ struct ChartLine {
   uint32_t color = 0;        ///< 0xRRGGBB: per metric for one run; per run for several (its 2nd, 3rd metric lighter)
   std::vector<double> x, y;  ///< the raw points to draw, x in the chart's x units (decimated; y finite, > 0 with log_y)
   std::vector<double> sx, sy;  ///< the smoothed line (empty when smoothing is 0)
+  /// Draw each raw point as a dot too: a sparse line (a validation metric
+  /// logged once is one point, which a line alone does not show).
+  bool markers = false;
 };
+
+/// A line with at most this many drawn points gets markers.
+inline constexpr size_t kMarkerPoints = 16;
 
 /// A range and its ticks at round values. For y with log_y: in log10 units.
 struct ChartAxis {

@@ -154,6 +154,7 @@ void ChartPanel::redraw(const std::vector<client::ChartRun>& runs, const ChartOp
     out.emplace_back(series, std::move(pts));
   };
   for (size_t k = 0; k < chart_.lines.size(); ++k) {
+    lines_[k].raw->setPointsVisible(chart_.lines[k].markers);  // a lone point is otherwise not drawn
     points_of(chart_.lines[k].x, chart_.lines[k].y, lines_[k].raw);
     if (opt.smoothing > 0) points_of(chart_.lines[k].sx, chart_.lines[k].sy, lines_[k].smooth);
   }

@@ -8,6 +8,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QSettings>
 #include <QTimer>
 #include <cstdio>
 #include <cstdlib>
@@ -42,8 +43,8 @@ int main(int argc, char** argv) {
   if (cli.isSet("size")) {
     const QStringList wh = cli.value("size").split('x');
     if (wh.size() == 2) window.resize(wh[0].toInt(), wh[1].toInt());
-  } else if (window.size().width() < 400) {
-    window.resize(1280, 800);
+  } else if (!QSettings().contains("window/geometry")) {  // first start: a useful size (later: the last one)
+    window.resize(1400, 900);
   }
   const QString text = cli.positionalArguments().join(' ');
   if (!text.isEmpty()) {

@@ -4,7 +4,9 @@
 #include <QComboBox>
 #include <QElapsedTimer>
 #include <QFileDialog>
+#include <QGridLayout>
 #include <QHBoxLayout>
+#include <QResizeEvent>
 #include <QLabel>
 #include <QMessageBox>
 #include <QScrollArea>
@@ -42,9 +44,8 @@ ScalarsView::ScalarsView(QWidget* parent) : QWidget(parent) {
   controls->addStretch();
 
   auto* inner = new QWidget;
-  charts_ = new QVBoxLayout(inner);
+  charts_ = new QGridLayout(inner);
   charts_->setContentsMargins(0, 0, 0, 0);
-  charts_->addStretch();
   auto* scroll = new QScrollArea;
   scroll->setWidgetResizable(true);
   scroll->setWidget(inner);
@@ -84,6 +85,22 @@ void ScalarsView::reset() {
   dirty_ = true;
 }
 
+void ScalarsView::relayout() {
+  columns_ = width() >= kTwoColumns ? 2 : 1;
+  for (int c = 0; c < 2; ++c) charts_->setColumnStretch(c, c < columns_ ? 1 : 0);  // equal widths
+  for (auto& [g, panel] : panels_) charts_->removeWidget(panel);
+  int i = 0;
+  for (auto& [g, panel] : panels_) {
+    charts_->addWidget(panel, i / columns_, i % columns_);
+    ++i;
+  }
+}
+
+void ScalarsView::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  if ((width() >= kTwoColumns ? 2 : 1) != columns_) relayout();
+}
+
 void ScalarsView::refresh(const client::RunState& state) {
   refresh({{"run", &state.series(), true, state.info() ? state.info()->start_time : 0}}, state.version());
 }
@@ -98,8 +115,8 @@ void ScalarsView::refresh(const std::vector<client::ChartRun>& runs, uint64_t ve
     if (panels_.count(g)) continue;
     auto* panel = new ChartPanel(g);
     panel->setObjectName("chart_" + g);
-    charts_->insertWidget(charts_->count() - 1, panel, 1);
     panels_[g] = panel;
+    relayout();
     connect(panel, &ChartPanel::hovered, readout_, &QLabel::setText);
     connect(panel, &ChartPanel::view_changed, this, [this] { dirty_ = true; });
     connect(panel, &ChartPanel::export_requested, this, [this, panel](bool csv) {

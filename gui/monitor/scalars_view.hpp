@@ -1,6 +1,6 @@
 // The Scalars view: one ChartPanel per metric group (g_loss and d_loss
-// together by default), the controls every chart shares (smoothing, log-y,
-// x axis) and a hover read-out.
+// together by default), tiled two a row when there is room, the controls
+// every chart shares (smoothing, log-y, x axis) and a hover read-out.
 #pragma once
 
 #include <QWidget>
@@ -14,7 +14,8 @@ class QCheckBox;
 class QComboBox;
 class QLabel;
 class QSlider;
-class QVBoxLayout;
+class QGridLayout;
+class QResizeEvent;
 
 namespace gantry::monitor {
 
@@ -38,14 +39,23 @@ class ScalarsView : public QWidget {
   std::map<QString, ChartPanel*>& panels() { return panels_; }
   /// Milliseconds the last redraw took (decimation + Qt Charts).
   double last_redraw_ms() const { return last_ms_; }
+  /// Charts a row: 2 from kTwoColumns pixels wide, else 1.
+  int columns() const { return columns_; }
+  static constexpr int kTwoColumns = 700;
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
 
  private:
+  void relayout();  // the panels in group order, columns() a row
+
   QSlider* smoothing_;
   QLabel* smoothing_label_;
   QCheckBox* log_y_;
   QComboBox* x_axis_;
   QLabel* readout_;
-  QVBoxLayout* charts_;
+  QGridLayout* charts_;
+  int columns_ = 1;
   std::map<QString, ChartPanel*> panels_;
   uint64_t drawn_version_ = ~0ull;
   bool dirty_ = true;

@@ -207,7 +207,9 @@ void Viewer::draw_chart(const std::vector<client::ChartRun>& runs, const std::st
   for (double t : chart.x.ticks) {
     dl->AddLine(ImVec2(px(t), a.y), ImVec2(px(t), b.y), grid);
     std::snprintf(buf, sizeof buf, "%.6g", t);
-    dl->AddText(ImVec2(px(t) - 10, b.y + 3), label, buf);
+    // Centred on its tick, but inside the chart: the last one ("1000") was cut to "100" at the right edge.
+    const float w = ImGui::CalcTextSize(buf).x;
+    dl->AddText(ImVec2(std::clamp(px(t) - w / 2, p0.x + 2, p1.x - w - 2), b.y + 3), label, buf);
   }
   dl->PushClipRect(a, b, true);
   std::vector<ImVec2> pts;
@@ -218,6 +220,9 @@ void Viewer::draw_chart(const std::vector<client::ChartRun>& runs, const std::st
   };
   for (const auto& line : chart.lines) {
     polyline(line.x, line.y, color(line.color, smoothing_ > 0 ? 80 : 255), 1.0f);
+    if (line.markers)
+      for (size_t i = 0; i < line.x.size(); ++i)
+        dl->AddCircleFilled(ImVec2(px(line.x[i]), py(chart.to_axis(line.y[i]))), 3.0f, color(line.color, 255));
     polyline(line.sx, line.sy, color(line.color, 255), 2.0f);
   }
   dl->PopClipRect();

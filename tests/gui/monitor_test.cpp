@@ -99,6 +99,7 @@ class MonitorTest : public QObject {
   void imageSliderSelectsTheStep();
   void scalarsViewStaysFastWithAMillionPoints();
   void nanEventRaisesTheBanner();
+  void chartsAreTiledAndALonePointIsMarked();
   void connectDialogAcceptsThePastedLineOnly();
   void silentRankIsHighlighted();
   void screenshotOfARealRun();
@@ -397,6 +398,37 @@ void MonitorTest::scalarsViewStaysFastWithAMillionPoints() {
   QVERIFY2(worst < 50, "a redraw must fit in the 20 Hz budget");
   QVERIFY(panel->drawn_points() <= 4 * (2 * 1000 + 2));
   QVERIFY(panel->drawn_points() > 500);
+}
+
+// Issue 28, item 14: charts two a row when the view is wide (one a row when
+// narrow), and a metric logged once (a score at the end) drawn as a point.
+void MonitorTest::chartsAreTiledAndALonePointIsMarked() {
+  client::RunState st;
+  st.apply({1, wire::RunInfo{}});
+  for (int64_t step = 1; step <= 100; ++step) st.apply(scalars(uint64_t(step) + 1, step * 10, 1.0, 0.5));
+  wire::Scalars once;
+  once.points = {{1000, 1.7e9 + 1000, "quality_fd", 187.0}};
+  st.apply({200, once});
+  monitor::ScalarsView view;
+  view.resize(1200, 700);
+  view.show();
+  QVERIFY(QTest::qWaitForWindowExposed(&view));
+  view.refresh(st);
+  QTest::qWait(50);
+  QCOMPARE(view.columns(), 2);
+  auto* loss = view.panels().at("loss");
+  auto* fd = view.panels().at("quality_fd");
+  QCOMPARE(loss->geometry().top(), fd->geometry().top());
+  QVERIFY(loss->geometry().right() < fd->geometry().left());
+  QVERIFY(std::abs(loss->width() - fd->width()) <= 2);  // equal columns
+  auto* lone = static_cast<QLineSeries*>(fd->chart()->series().at(0));
+  QCOMPARE(lone->points().size(), 1);
+  QVERIFY(lone->pointsVisible());
+  QVERIFY(!static_cast<QLineSeries*>(loss->chart()->series().at(0))->pointsVisible());
+  view.resize(500, 700);
+  QTest::qWait(50);
+  QCOMPARE(view.columns(), 1);
+  QVERIFY(fd->geometry().top() > loss->geometry().top());
 }
 
 void MonitorTest::nanEventRaisesTheBanner() {

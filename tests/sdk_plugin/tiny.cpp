@@ -47,8 +47,14 @@ class Tiny : public gantry::System {
         extra_batches_(p.get("extra_batches", int64_t{0})),
         lr_halve_every_(p.get("lr_halve_every", int64_t{0})),
         lr_schedule_of_(p.get("lr_schedule_of", std::string("sgd"))),
+        nan_at_(p.get("nan_at", int64_t{-1})),
         model_(pixels_, 10) {
     if (p.get("fail", false)) throw std::runtime_error("asked to fail (system.fail=true)");
+#if GANTRY_ABI_VERSION_MINOR >= 3
+    stop_at_ = p.get("stop_at", int64_t{-1});
+    stop_rank_ = p.get("stop_rank", int64_t{-1});
+    run_seed_ = std::stoll(p.config_value("trainer.seed"));  // a key outside system:
+#endif
   }
 
   std::vector<gantry::NamedModule> modules() override { return {{"model", model_.ptr()}}; }
@@ -60,7 +66,13 @@ class Tiny : public gantry::System {
   }
   void training_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
     const auto loss = torch::cross_entropy_loss(forward(batch.input), batch.target);
-    ctx.log("loss", loss);
+    // system.nan_at: the loss logged at that step is NaN (the training itself goes on as ever)
+    ctx.log("loss", ctx.global_step() == nan_at_ ? loss * std::nan("") : loss);
+#if GANTRY_ABI_VERSION_MINOR >= 3
+    // system.stop_at (system.stop_rank: on that rank only): the plugin's own stopping rule.
+    if (ctx.global_step() == stop_at_ && (stop_rank_ < 0 || ctx.rank() == stop_rank_))
+      ctx.request_stop("target reached (system.stop_at=" + std::to_string(stop_at_) + ")");
+#endif
     if (log_steps_) {  // system.log_steps: values whose rows are known exactly (the metrics test)
       ctx.log("batch_index", double(ctx.global_step()));
       if (ctx.global_step() % 50 == 0) ctx.log("every_50", double(ctx.global_step()));
@@ -122,7 +134,24 @@ class Tiny : public gantry::System {
 #endif
   void validation_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
     ctx.log("val_loss", torch::cross_entropy_loss(forward(batch.input), batch.target));
+#if GANTRY_ABI_VERSION_MINOR >= 3
+    ++val_batches_;
+#endif
   }
+#if GANTRY_ABI_VERSION_MINOR >= 3
+  // SDK 1.3: a pass's start and end; what the end logs joins the validation row.
+  void on_validation_start(gantry::StepContext&) override { val_batches_ = 0; }
+  // A "conditional" input: the class in the first value (tests read it back).
+  torch::Tensor conditional_input(const torch::Tensor& labels) override {
+    auto x = torch::randn({labels.size(0), pixels_});
+    x.select(1, 0).copy_(labels.to(torch::kFloat32));
+    return x;
+  }
+  void on_validation_end(gantry::StepContext& ctx) override {
+    ctx.log("val_batches", double(val_batches_), gantry::Reduce::kSum, false);  // summed over the ranks
+    ctx.log("run_seed", double(run_seed_), gantry::Reduce::kLast, false);
+  }
+#endif
 #if GANTRY_ABI_VERSION_MINOR >= 1
   // system.synthetic: the ring above (with system.pixels=2), 4096 samples to
   // train on and 512 others to validate on.
@@ -150,6 +179,8 @@ class Tiny : public gantry::System {
   int64_t extra_batches_;
   int64_t lr_halve_every_;
   std::string lr_schedule_of_;
+  int64_t nan_at_;
+  int64_t stop_at_ = -1, stop_rank_ = -1, run_seed_ = 0, val_batches_ = 0;  // SDK 1.3
   int64_t steps_seen_ = 0;
   torch::nn::Linear model_;
   std::shared_ptr<torch::optim::SGD> optimizer_;

@@ -18,7 +18,7 @@
 /// a plugin of another major).
 #define GANTRY_ABI_VERSION_MAJOR 1
 /// ABI minor: bumped when virtuals are appended or manifest fields added.
-#define GANTRY_ABI_VERSION_MINOR 2
+#define GANTRY_ABI_VERSION_MINOR 3
 
 #ifndef GANTRY_WITH_CUDA
 #define GANTRY_WITH_CUDA 0

@@ -57,6 +57,8 @@ struct SampleOptions {
   int64_t seed = 0;                    ///< seed of the sample inputs
   std::string tensors;                 ///< also the inputs and outputs as torch.load-able tensors
   std::string plugin;                  ///< a plugin (path or name) instead of the recorded one
+  std::vector<int64_t> labels;         ///< a conditional system's classes, sample i gets labels[i % size]
+  int64_t rows = 0;                    ///< the grid's rows (0: the run's trainer.grid_rows)
 };
 
 /// `gantry sample`: the trained system from a checkpoint (its EMA weights

@@ -38,6 +38,11 @@ class Params {
   virtual std::vector<double> get_double_list(const std::string& key) const = 0;
   /// The value of `key` as a list of integers.
   virtual std::vector<int64_t> get_int_list(const std::string& key) const = 0;
+  /// ABI 1.3: the resolved value of any key of the run's config, by its full
+  /// name (`trainer.seed`, `data.batch_size`, `optimizers.g.lr`) as YAML text
+  /// (a list: `[1, 2]`; unset: ""). Throws std::invalid_argument naming an
+  /// unknown key and the nearest one. Does not mark `system.` keys known.
+  virtual std::string config_value(const std::string& key) const = 0;
 
   /// `key` as a number, or `fallback` when it is not set.
   double get(const std::string& key, double fallback) const { return has(key) ? get_double(key) : fallback; }

@@ -131,6 +131,17 @@ class StepContext {
   /// multiple of `n` (global_step() + 1 divisible by n), i.e. the batches a
   /// metrics row with log_every_n_steps = n is labelled by.
   bool every_n_steps(int64_t n) const { return n > 0 && (global_step() + 1) % n == 0; }
+
+  // ---- ABI 1.3: appended ----
+
+  /// Asks the trainer to end the run after this batch (a plugin's own
+  /// stopping rule: a target reached, a loss that diverged). Every rank stops
+  /// at the same batch (the ranks agree on it one batch later, as for a
+  /// signal), the end's validation, grid and checkpoint are written as at any
+  /// end, and the run ends with exit 0 saying `plugin asked to stop: <reason>`
+  /// (on other ranks' output: which rank asked). From training_step or the
+  /// validation hooks; the first reason stays.
+  virtual void request_stop(const std::string& reason) = 0;
 };
 
 /// Data a system brings itself (ABI 1.1; System::train_dataset): the runner
@@ -250,6 +261,26 @@ class System {
   /// modules in eval mode, without grad. An undefined tensor: no embedding.
   virtual torch::Tensor features(const torch::Tensor& input) {
     (void)input;
+    return {};
+  }
+
+  // ---- ABI 1.3: appended; called only on plugins built with minor >= 3 ----
+
+  /// Before a validation pass (modules in eval mode, without grad): reset
+  /// what on_validation_end sums up. Lightning's on_validation_epoch_start.
+  virtual void on_validation_start(StepContext& ctx) { (void)ctx; }
+  /// After the pass's last validation_step on this rank: values logged here
+  /// (an accuracy over the whole shard, say) join the validation row, reduced
+  /// over the ranks as ctx.log asks (each rank's value counts once).
+  /// Lightning's on_validation_epoch_end.
+  virtual void on_validation_end(StepContext& ctx) { (void)ctx; }
+  /// A conditional system's inputs for forward() that ask for given classes:
+  /// `labels` int64 [n] -> n inputs (a cGAN: noise drawn from the global
+  /// generator and the labels, packed as its forward() takes them). `gantry
+  /// sample --labels 0,1,2` draws with it. An undefined tensor (the default):
+  /// the system is not conditional (`--labels` is refused naming it).
+  virtual torch::Tensor conditional_input(const torch::Tensor& labels) {
+    (void)labels;
     return {};
   }
 };

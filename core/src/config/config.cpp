@@ -31,6 +31,12 @@ namespace {
 bool valid_run_name(const std::string& v) {
   return !v.empty() && v.size() <= 200 && v.find('/') == std::string::npos && v != "." && v != "..";
 }
+bool valid_number_or_empty(const std::string& v) {
+  if (v.empty()) return true;
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  return end && *end == '\0' && std::isfinite(x);
+}
 bool valid_max_time(const std::string& v) {
   TrainerOptions t;
   t.max_time = v;
@@ -177,6 +183,7 @@ void add_section(std::vector<ConfigField>& out, const std::string& section, S Ex
 #define GANTRY_EMA_FIELD(...) GANTRY_SECTION_FIELD(EmaOptions, __VA_ARGS__)
 #define GANTRY_METRICS_FIELD(...) GANTRY_SECTION_FIELD(MetricsOptions, __VA_ARGS__)
 #define GANTRY_CHECKPOINT_FIELD(...) GANTRY_SECTION_FIELD(CheckpointOptions, __VA_ARGS__)
+#define GANTRY_EARLY_STOPPING_FIELD(...) GANTRY_SECTION_FIELD(EarlyStoppingOptions, __VA_ARGS__)
 #define GANTRY_MONITOR_FIELD(...) GANTRY_SECTION_FIELD(MonitorOptions, __VA_ARGS__)
 #define GANTRY_SLURM_FIELD(...) GANTRY_SECTION_FIELD(SlurmOptions, __VA_ARGS__)
 #define GANTRY_SYSTEM_FIELD(...) GANTRY_SECTION_FIELD(SystemOptions, __VA_ARGS__)
@@ -203,6 +210,8 @@ const std::vector<ConfigField>& schema() {
     add_section<MetricsOptions>(out, "metrics", &E::metrics, {GANTRY_KEYS_METRICS(GANTRY_METRICS_FIELD)});
     add_section<CheckpointOptions>(out, "checkpoint", &E::checkpoint,
                                    {GANTRY_KEYS_CHECKPOINT(GANTRY_CHECKPOINT_FIELD)});
+    add_section<EarlyStoppingOptions>(out, "early_stopping", &E::early_stopping,
+                                      {GANTRY_KEYS_EARLY_STOPPING(GANTRY_EARLY_STOPPING_FIELD)});
     add_section<MonitorOptions>(out, "monitor", &E::monitor, {GANTRY_KEYS_MONITOR(GANTRY_MONITOR_FIELD)});
     add_section<SlurmOptions>(out, "slurm", &E::slurm, {GANTRY_KEYS_SLURM(GANTRY_SLURM_FIELD)});
     return out;
@@ -454,6 +463,11 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
          "a classifier checkpoint or run directory when metrics.quality_every_n_steps > 0 (train one with "
          "`gantry train configs/classifier_fashion_mnist.yaml`)",
          "");
+  if (!cfg.checkpoint.save_last && cfg.checkpoint.monitor.empty())
+    fail("checkpoint.save_last", "true without checkpoint.monitor (else the run would write no checkpoint)", "false");
+  if (!cfg.checkpoint.save_last && cfg.checkpoint.save_top_k == 0)
+    fail("checkpoint.save_top_k", "not 0 with checkpoint.save_last=false (else the run would write no checkpoint)",
+         "0");
   if (t.max_epochs == -1 && t.max_steps == -1 && t.max_time.empty())
     throw ConfigError(cfg.where("trainer.max_epochs") +
                       ": the run would never end: set trainer.max_epochs, trainer.max_steps or "
@@ -514,6 +528,27 @@ ExperimentConfig ExperimentConfig::parse(const std::string& yaml_text, const std
   const YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
   check_tree(root, source);
   return from_tree(root, source, overrides);
+}
+
+std::string ExperimentConfig::value_text(const std::string& key) const {
+  std::vector<std::pair<std::string, YAML::Node>> flat;
+  flatten(YAML::Load(to_yaml()), "", flat);
+  for (const auto& [k, v] : flat)
+    if (k == key) return v.IsNull() ? "" : scalar_text(v);
+  const std::vector<std::string> keys = schema_keys();
+  if (std::find(keys.begin(), keys.end(), key) != keys.end()) return "";
+  if (key.rfind("optimizers.", 0) == 0) {  // optimizers.<name>.<field>: its value over the trainer's defaults
+    const size_t dot = key.find('.', 11);
+    if (dot != std::string::npos) {
+      for (const OptimizerField& f : optimizer_schema())
+        if (f.key == key.substr(dot + 1)) return scalar_text(f.get(optimizer(key.substr(11, dot - 11))));
+    }
+  }
+  std::vector<std::string> candidates = keys;
+  for (const auto& [k, v] : flat) candidates.push_back(k);
+  const std::string near = nearest_key(key, candidates);
+  throw std::invalid_argument("config_value(\"" + key + "\"): no such key" +
+                              (near.empty() ? std::string() : " (did you mean " + near + "?)"));
 }
 
 std::string ExperimentConfig::where(const std::string& key) const {

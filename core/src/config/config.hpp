@@ -46,6 +46,7 @@ enum class ReadMetrics { kAuto, kEveryStep, kOnLog };
 enum class PrecisionMode { k32, k32True, kBf16Mixed };
 enum class SchedulerKind { kNone, kStep, kCosine, kLinear };
 enum class ScheduleInterval { kStep, kEpoch };
+enum class MonitorMode { kMin, kMax };
 
 /// A choice's names, in the order of its enum's values; `note` follows the
 /// list in the error line.
@@ -70,6 +71,7 @@ GANTRY_CHOICE(PrecisionMode, " (16-mixed, fp16 with loss scaling, is not support
               "32-true", "bf16-mixed")
 GANTRY_CHOICE(SchedulerKind, "", "none", "step", "cosine", "linear")
 GANTRY_CHOICE(ScheduleInterval, "", "step", "epoch")
+GANTRY_CHOICE(MonitorMode, "", "min", "max")
 #undef GANTRY_CHOICE
 
 /// The name of a choice's value ("cifar10").
@@ -119,6 +121,13 @@ const char* choice_name(E value) {
     "`log_samples` every n batches (and at start and end); 0: start and end only")                            \
   X(int64_t, val_every_n_epochs, val_every_n_epochs, 0, v >= 0, ">= 0",                                       \
     "run `validation_step` over the `val_prefix` split every n epochs; 0: never")                             \
+  X(int64_t, val_every_n_steps, val_every_n_steps, 0, v >= 0, ">= 0",                                         \
+    "also validate every n batches (Lightning's `val_check_interval` as a count); 0: at epochs' ends only. "  \
+    "With either key, a run that ends between them validates at its end too")                                 \
+  X(int64_t, grid_rows, grid_rows, 0, v >= 0, ">= 0",                                                         \
+    "rows of every image grid (`ctx.log_image`, `gantry sample` unless `--rows`); 0: 8 images a row")         \
+  X(bool, log_grad_norm, log_grad_norm, false, true, "",                                                      \
+    "log `grad_norm_<optimizer>`, the total 2-norm of each optimizer's averaged gradients before clipping")   \
   X(AcceleratorKind, accelerator, accelerator, AcceleratorKind::kCpu, true, "",                               \
     "`cuda`: one GPU per rank (`cuda:LOCAL_RANK`, NCCL; a CUDA build only); `auto`: CUDA when a device is "   \
     "visible (docs/cuda.md)")                                                                                 \
@@ -201,11 +210,34 @@ const char* choice_name(E value) {
   X(int64_t, quality_seed, quality_seed, 0, true, "",                                                             \
     "the seed of the samples' inputs (the training's random stream is left as it was)")
 
-#define GANTRY_KEYS_CHECKPOINT(X)                                              \
-  X(int64_t, every_n_steps, every_n_steps, 0, v >= 0, ">= 0",                  \
-    "also checkpoint every n batches (always at the end); 0: only at the end") \
-  X(int64_t, keep_last, keep_last, 3, v >= 0, ">= 0 (0: keep all)",            \
-    "keep only the newest n checkpoints of a run (a resumed run's earlier ones included); 0: all")
+#define GANTRY_KEYS_CHECKPOINT(X)                                                                                \
+  X(int64_t, every_n_steps, every_n_steps, 0, v >= 0, ">= 0",                                                    \
+    "also checkpoint every n batches (always at the end); 0: only at the end")                                   \
+  X(int64_t, keep_last, keep_last, 3, v >= 0, ">= 0 (0: keep all)",                                              \
+    "keep only the newest n checkpoints of a run (a resumed run's earlier ones included); 0: all")               \
+  X(std::string, monitor, monitor, "", true, "",                                                                 \
+    "a logged metric (`val_loss`, `quality_fd`): the checkpoints of its best values are kept, checked whenever " \
+    "it gets a new value (a training, validation or score row); empty: none (Lightning's `ModelCheckpoint`)")    \
+  X(MonitorMode, mode, mode, MonitorMode::kMin, true, "", "which value of `monitor` is best")                    \
+  X(int64_t, save_top_k, save_top_k, 1, v >= -1, ">= -1",                                                        \
+    "with `monitor`: keep the k best as `checkpoints/best_step_<step>.ckpt`, `checkpoints/best.ckpt` links the " \
+    "best; -1: every checked value; 0: none. A tie keeps the earlier; a NaN is never kept")                      \
+  X(bool, save_last, save_last, true, true, "",                                                                  \
+    "the checkpoints every `every_n_steps` and at the end (`step_*.ckpt`, `keep_last` of them); false (with "    \
+    "`monitor`): the best ones only")
+
+#define GANTRY_KEYS_EARLY_STOPPING(X)                                                                            \
+  X(std::string, monitor, monitor, "", true, "",                                                                 \
+    "a logged metric: the run stops (every rank at the same batch) when it stopped improving; checked whenever " \
+    "it gets a new value; empty: never (Lightning's `EarlyStopping`)")                                           \
+  X(MonitorMode, mode, mode, MonitorMode::kMin, true, "", "which way `monitor` improves")                        \
+  X(int64_t, patience, patience, 3, v >= 1, ">= 1", "checks without an improvement before the run stops")        \
+  X(double, min_delta, min_delta, 0, v >= 0, ">= 0", "an improvement is a change by more than this")             \
+  X(std::string, stopping_threshold, stopping_threshold, "", valid_number_or_empty(v), "a number, or empty",     \
+    "stop as soon as `monitor` is at least this good; empty: none")                                              \
+  X(std::string, divergence_threshold, divergence_threshold, "", valid_number_or_empty(v), "a number, or empty", \
+    "stop as soon as `monitor` is worse than this; empty: none")                                                 \
+  X(bool, check_finite, check_finite, true, true, "", "stop when `monitor` is NaN or infinite")
 
 #define GANTRY_KEYS_MONITOR(X)                                                                                \
   X(bool, enabled, enabled, true, true, "", "serve the live stream from rank 0 (`gantry-monitor HOST:PORT`)") \
@@ -252,12 +284,18 @@ const char* choice_name(E value) {
 struct GANTRY_CORE_EXPORT TrainerOptions {
   GANTRY_KEYS_TRAINER(GANTRY_DECLARE_OPTION)
   double max_time_seconds() const;  ///< max_time parsed; <= 0 when unset
+  /// Whether validation runs at all (val_every_n_epochs or val_every_n_steps).
+  bool validates() const { return val_every_n_epochs > 0 || val_every_n_steps > 0; }
 };
 struct DataOptions {
   GANTRY_KEYS_DATA(GANTRY_DECLARE_OPTION)
 };
 struct CheckpointOptions {
   GANTRY_KEYS_CHECKPOINT(GANTRY_DECLARE_OPTION)
+};
+/// The `early_stopping:` section (train/callbacks/monitored.cpp).
+struct EarlyStoppingOptions {
+  GANTRY_KEYS_EARLY_STOPPING(GANTRY_DECLARE_OPTION)
 };
 /// The `slurm:` section, for `gantry submit` (nodes and tasks come from
 /// trainer.num_nodes and trainer.devices).
@@ -318,6 +356,7 @@ struct GANTRY_CORE_EXPORT ExperimentConfig {
   DataOptions data;
   TrainerOptions trainer;
   CheckpointOptions checkpoint;
+  EarlyStoppingOptions early_stopping;
   SlurmOptions slurm;
   MonitorOptions monitor;
   EmaOptions ema;
@@ -342,6 +381,10 @@ struct GANTRY_CORE_EXPORT ExperimentConfig {
   std::string to_yaml() const;
   /// Where `key` was set, for messages ("configs/x.yaml:12").
   std::string where(const std::string& key) const;
+  /// The resolved value of `key` ("trainer.seed", "optimizers.g.lr": over the
+  /// trainer's defaults) as YAML text, "" when unset; std::invalid_argument
+  /// naming an unknown key and the nearest one (Params::config_value).
+  std::string value_text(const std::string& key) const;
 };
 
 /// gantry::Params over the `system:` section, recording which keys the plugin
@@ -357,6 +400,7 @@ class GANTRY_CORE_EXPORT SystemParams : public Params {
   std::string get_string(const std::string& key) const override;
   std::vector<double> get_double_list(const std::string& key) const override;
   std::vector<int64_t> get_int_list(const std::string& key) const override;
+  std::string config_value(const std::string& key) const override { return cfg_.value_text(key); }
 
   /// Throws ConfigError for the first key set in the config that the plugin
   /// `plugin_name` never asked for, with the nearest key it did ask for.

@@ -73,7 +73,7 @@ int64_t give_data(Experiment& exp, bool print) {
     std::printf("data: %ld images %s from %s\n", long(train.size()), join_shape(train.images).c_str(),
                 train.images_file.c_str());
   std::optional<ImageDataset> val;
-  if (cfg.trainer.val_every_n_epochs > 0) {
+  if (cfg.trainer.validates()) {
     val = load_split(cfg.data, Split::kVal, spec.shape);
     if (print) std::printf("validation data: %ld images from %s\n", long(val->size()), val->images_file.c_str());
   }
@@ -314,8 +314,27 @@ int list_plugins() {
   return 0;
 }
 
+namespace {
+
+// RUN_DIR/best (checkpoint.monitor's best.ckpt) or RUN_DIR/step_0001000 for
+// RUN_DIR/checkpoints/<name>.ckpt; a run or experiment directory for its
+// newest checkpoint; anything else as given.
+std::string resolve_checkpoint(const std::string& given) {
+  std::error_code ec;
+  const fs::path p(given);
+  if (fs::is_directory(p, ec)) {
+    const std::string newest = find_latest_checkpoint(given, nullptr);
+    return newest.empty() ? given : newest;
+  }
+  if (fs::exists(p, ec)) return given;
+  const fs::path in_run = p.parent_path() / "checkpoints" / (p.filename().string() + ".ckpt");
+  return fs::exists(in_run, ec) ? in_run.string() : given;
+}
+
+}  // namespace
+
 int sample(const SampleOptions& o) {
-  const std::string& checkpoint = o.checkpoint;
+  const std::string checkpoint = resolve_checkpoint(o.checkpoint);
   const std::string& out = o.output;
   const std::string& tensor_out = o.tensors;
   const int64_t n = o.n;
@@ -327,7 +346,16 @@ int sample(const SampleOptions& o) {
                 trained.ema_tensors);
   torch::manual_seed(static_cast<uint64_t>(o.seed));
   torch::NoGradGuard no_grad;
-  const torch::Tensor input = exp.system->sample_input(n);
+  torch::Tensor input;
+  if (o.labels.empty()) {
+    input = exp.system->sample_input(n);
+  } else {  // sample i of class labels[i % k]: with k images a row, a class a column
+    const torch::Tensor given = torch::tensor(o.labels, torch::kInt64);
+    input = exp.system->conditional_input(given.repeat({(n + given.size(0) - 1) / given.size(0)}).slice(0, 0, n));
+    if (!input.defined())
+      throw Error("--labels: plugin " + exp.system->name() +
+                  " is not conditional (it has no conditional_input(labels), SDK 1.3): drop --labels");
+  }
   const torch::Tensor images = exp.system->forward(input);
   const DataSpec spec = exp.system->data_spec();
   if (!exp.own_data) check_data_kind(spec, exp.system->name());  // else: its own data
@@ -344,7 +372,10 @@ int sample(const SampleOptions& o) {
   if (!grid && tensor_out.empty())
     throw Error("plugin " + exp.system->manifest().name + "'s samples are " + join_shape(images) +
                 ", not images [N, C, H, W]: no grid to draw; save them with --tensors FILE");
-  if (grid) write_file_atomic(out, encode_png(make_grid(shown, 8, 2, low, high)));
+  if (grid)
+    write_file_atomic(out, encode_png(make_grid(
+                               shown, grid_columns(shown.size(0), o.rows > 0 ? o.rows : exp.config.trainer.grid_rows),
+                               2, low, high)));
   if (!tensor_out.empty()) {  // {"input": ..., "output": ...}, readable by Python's torch.load
     c10::Dict<std::string, torch::Tensor> d;
     d.insert("input", input);

@@ -1,9 +1,17 @@
-// metrics.csv: one row per logged step (step, epoch, wall_time, then every
-// metric by name). Like Lightning's CSVLogger, a metric that first appears
-// later adds a column: the file is rewritten once with the wider header.
+// metrics.csv: one row per logged step and kind (step, epoch, wall_time,
+// kind, then every metric by name). `kind` says what wrote the row: `train`
+// (the training rows, what log_samples logs joins them), `val` (a validation
+// pass), `score` (the sample-quality score), so a step has at most one row of
+// each kind: a second write of the same step and kind is merged into the
+// first. Like Lightning's CSVLogger, a metric that first appears later adds a
+// column at the end (the file is rewritten once with the wider header); a
+// resumed run keeps its column order, also in a new run directory (the
+// checkpoint holds it: columns()).
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,25 +26,41 @@ GANTRY_CORE_EXPORT std::vector<std::string> split_csv_line(const std::string& li
 
 class GANTRY_CORE_EXPORT MetricsCsv {
  public:
-  /// Opens `path` for appending; an existing file's header is kept (resume).
-  explicit MetricsCsv(std::string path);
+  /// Opens `path` for appending; an existing file's header is kept (resume;
+  /// a file of a version without `kind` gets the column, empty in its rows).
+  /// `columns`: a new file's metric columns, in order (a resumed run's).
+  /// `drop_after`: an existing file's rows after this step are dropped (a
+  /// resumed run redoes them: no duplicates).
+  explicit MetricsCsv(std::string path, std::vector<std::string> columns = {}, int64_t drop_after = INT64_MAX);
   ~MetricsCsv();
   MetricsCsv(const MetricsCsv&) = delete;
   MetricsCsv& operator=(const MetricsCsv&) = delete;
 
-  /// Appends a row and hands it to the OS. `wall_time`: seconds since the Unix epoch.
-  void write(int64_t step, int64_t epoch, double wall_time, const std::vector<std::pair<std::string, double>>& values);
-  /// Drops the rows after `step` (a resumed run redoes them: no duplicates).
-  void truncate_after(int64_t step);
+  /// Appends a row and hands it to the OS. `wall_time`: seconds since the
+  /// Unix epoch. A row of the same step and kind as the last of that kind is
+  /// merged into it (its new values win).
+  void write(int64_t step, int64_t epoch, double wall_time, const std::string& kind,
+             const std::vector<std::pair<std::string, double>>& values);
   /// Flushes buffered rows to the OS.
   void flush();
+  /// The metric columns, in file order (after step, epoch, wall_time, kind).
+  const std::vector<std::string>& columns() const { return columns_; }
 
  private:
-  void rewrite_with_columns(const std::vector<std::string>& columns);
+  struct Row {
+    std::map<std::string, std::string> cells;  // by column name
+  };
+  // Rewrites the file with `columns`, keeping the rows up to step
+  // `keep_up_to`, with `merge` (if not null) merged into the row of its step
+  // and kind.
+  void rewrite(const std::vector<std::string>& columns, int64_t keep_up_to, const Row* merge);
+  std::string line_of(const Row& row) const;
+  void reopen();
 
   std::string path_;
   std::FILE* file_ = nullptr;
-  std::vector<std::string> columns_;  // metric columns after step, epoch, wall_time
+  std::vector<std::string> columns_;          // metric columns after step, epoch, wall_time, kind
+  std::map<std::string, int64_t> last_step_;  // kind -> the step of its last row
 };
 
 }  // namespace gantry

@@ -123,6 +123,21 @@ void PluginSystem::check_features() const {
                       "(plugins/classifier)");
 }
 
+void PluginSystem::on_validation_start(StepContext& ctx, int64_t step) {
+  if (minor() < 3) return;
+  call("on_validation_start", step, [&] { system_->on_validation_start(ctx); });
+}
+
+void PluginSystem::on_validation_end(StepContext& ctx, int64_t step) {
+  if (minor() < 3) return;
+  call("on_validation_end", step, [&] { system_->on_validation_end(ctx); });
+}
+
+torch::Tensor PluginSystem::conditional_input(const torch::Tensor& labels) {
+  if (minor() < 3) return {};
+  return call("conditional_input", -1, [&] { return system_->conditional_input(labels); });
+}
+
 torch::Tensor PluginSystem::features(const torch::Tensor& input) {
   check_features();
   return call("features", -1, [&] { return system_->features(input); });

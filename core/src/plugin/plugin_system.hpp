@@ -2,7 +2,8 @@
 // through PluginSystem, which
 //   - knows which hooks the plugin's ABI minor has, and gives the defaults of
 //     an older minor itself (a 1.0 plugin has no datasets, no extra state, no
-//     schedules, no render_samples; below 1.2 there are no features), so no
+//     schedules, no render_samples; below 1.2 there are no features, below
+//     1.3 no validation start/end hooks), so no
 //     caller ever reads `abi_minor` (docs/abi.md);
 //   - wraps every exception thrown by plugin code once, in one line of one
 //     shape: `plugin gan: training_step failed at step 120: <cause>` (hooks
@@ -61,6 +62,12 @@ class GANTRY_CORE_EXPORT PluginSystem {
   void check_features() const;
   /// The plugin's embedding (check_features() first).
   torch::Tensor features(const torch::Tensor& input);
+
+  // ---- ABI 1.3 (below: nothing to call) ----
+  void on_validation_start(StepContext& ctx, int64_t step);
+  void on_validation_end(StepContext& ctx, int64_t step);
+  /// Undefined below 1.3 (not conditional).
+  torch::Tensor conditional_input(const torch::Tensor& labels);
 
  private:
   template <class F>

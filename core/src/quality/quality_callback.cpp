@@ -84,7 +84,7 @@ class QualityCallback final : public Callback {
     const double fd = frechet_distance(stats, real_);
     const double entropy = stats.class_entropy();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fit.out->scalars(last_step_, fit.state.epoch,
+    fit.out->scalars(last_step_, fit.state.epoch, "score",
                      {{"quality_fd", fd}, {"quality_class_entropy", entropy}, {"quality_seconds", seconds}});
     char text[200];
     std::snprintf(text, sizeof text, "quality at step %ld: FD %.3f, class entropy %.3f of %.3f, %.1f s%s",

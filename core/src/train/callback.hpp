@@ -92,7 +92,7 @@ class MetricInterval {
 /// What the loop shares with its callbacks.
 struct FitState {
   FitState(Model& m, Accelerator& a, const std::string& dir, TrainState s)
-      : model(m), accel(a), run_dir(dir), state(s) {}
+      : model(m), accel(a), run_dir(dir), state(s), read_step(s.global_step) {}
 
   Model& model;
   Accelerator& accel;
@@ -104,8 +104,12 @@ struct FitState {
   int64_t batch_size = 0;       ///< per rank
   Values values;                ///< the last batch's logged values (averaged where logged with sync)
   MetricInterval interval;      ///< everything logged since the last metrics row (batches, log_samples)
+  int64_t read_step;            ///< the newest batch whose values are read (in `interval`, unless a NaN stopped it)
+  int32_t agreed_wish = 0;      ///< the ranks' last agreed stop wish (FitStop::wish_code; the same on every rank)
   EmaWeights* ema = nullptr;    ///< the weights' EMA when ema.decay > 0, the trainer's (samples are drawn with it)
   std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
+  int64_t last_checkpoint_step = -1;  ///< its step (every rank)
+  std::string stop_now;  ///< set alike on every rank by a callback (early stopping): the loop stops after this batch
 
   const ExperimentConfig& cfg() const { return model.cfg(); }
 };
@@ -135,6 +139,7 @@ enum class CallbackSlot {
   kProgress,      ///< after the row whose values it prints
   kValidation,    ///< at an epoch's end: its own row, before the checkpoint
   kQuality,       ///< its own row at its step, before the checkpoint
+  kMonitored,     ///< after every row of its step (training, validation, score): the best checkpoints, early stopping
   kUser,          ///< added by whoever drives the Trainer (Trainer::add_callback)
   kReplicas,      ///< before the checkpoint: diverged replicas fail the run before rank 0's copy is saved
   kCheckpoint,    ///< last: a checkpoint holds what every other callback did at its step
@@ -185,5 +190,14 @@ std::unique_ptr<Callback> quality_callback(FitState& fit);
 /// Every rank (the RNG states are gathered): a checkpoint every
 /// checkpoint.every_n_steps and at the end; rank 0 writes it.
 std::unique_ptr<Callback> checkpoint_callback();
+/// Every rank: checkpoints/<file_name> of the fit's state (the RNG states
+/// gathered; rank 0 writes it, with a "checkpoint" event). Returns its path on
+/// rank 0, "" elsewhere.
+std::string write_checkpoint(FitState& fit, const std::string& file_name);
+/// Every rank, checkpoint.monitor or early_stopping.monitor set: rank 0's
+/// newest value of each, broadcast whenever one can be new (a row was
+/// written), so that every rank decides alike: the best checkpoints
+/// (save_top_k, best.ckpt) and early stopping (FitState::stop_now).
+std::unique_ptr<Callback> monitored_callback(FitState& fit);
 
 }  // namespace gantry

@@ -36,12 +36,18 @@ std::string tensor_bytes(const torch::Tensor& t) {
 }
 
 // CRC32 over every entry but "checksum": keys sorted, scalars as text,
-// tensors as their bytes; nested dicts likewise.
-uint32_t content_crc(const GenericDict& d, uint32_t crc = 0) {
+// tensors as their bytes; nested dicts likewise. `legacy`: as gantry
+// computed it until December 2026, when an empty tensor restarted the sum
+// (zlib's crc32 of a null buffer is 0): a file of then is still read; its
+// checksum covers what came after its last empty tensor.
+uint32_t content_crc(const GenericDict& d, uint32_t crc = 0, bool legacy = false) {
   std::vector<std::string> keys;
   for (const auto& e : d) keys.push_back(e.key().toStringRef());
   std::sort(keys.begin(), keys.end());
   auto feed = [&](const void* p, size_t n) {
+    // zlib's crc32 with a null buffer returns 0, the initial value: an empty
+    // tensor's (data_ptr null) would drop everything fed before it.
+    if (n == 0 && !legacy) return;
     crc = static_cast<uint32_t>(crc32(crc, static_cast<const Bytef*>(p), static_cast<uInt>(n)));
   };
   for (const auto& k : keys) {
@@ -52,7 +58,7 @@ uint32_t content_crc(const GenericDict& d, uint32_t crc = 0) {
       const auto t = v.toTensor().contiguous();
       feed(t.data_ptr(), t.numel() * t.element_size());
     } else if (v.isGenericDict()) {
-      crc = content_crc(v.toGenericDict(), crc);
+      crc = content_crc(v.toGenericDict(), crc, legacy);
     } else if (v.isString()) {
       feed(v.toStringRef().data(), v.toStringRef().size());
     } else if (v.isInt()) {
@@ -84,7 +90,7 @@ GenericDict read_dict(const std::string& path) {
       throw CheckpointError("checkpoint " + path + ": not a gantry checkpoint (no format_version)");
     const std::string want = d.contains("checksum") ? d.at("checksum").toStringRef() : "";
     const std::string got = crc_text(content_crc(d));
-    if (want != got)
+    if (want != got && want != crc_text(content_crc(d, 0, true)))
       throw CheckpointError("checkpoint " + path + " is corrupt: checksum " + got + ", the file says " +
                             (want.empty() ? "none" : want));
     return d;
@@ -331,10 +337,12 @@ std::string find_latest_checkpoint(const std::string& experiment_dir, std::vecto
     if (!fs::is_directory(dir, ec)) continue;
     for (const auto& f : fs::directory_iterator(dir, ec)) {
       const std::string name = f.path().filename().string();
-      if (f.path().extension() != ".ckpt" || name.rfind("step_", 0) != 0) continue;
+      // step_<step>.ckpt, and best_step_<step>.ckpt (checkpoint.monitor; the only ones with save_last false)
+      const size_t at = name.rfind("step_", 0) == 0 ? 5 : name.rfind("best_step_", 0) == 0 ? 10 : 0;
+      if (f.path().extension() != ".ckpt" || at == 0 || f.is_symlink()) continue;
       int64_t step = -1;
       try {
-        step = std::stoll(name.substr(5));
+        step = std::stoll(name.substr(at));
       } catch (const std::exception&) {
         continue;
       }

@@ -47,6 +47,9 @@ std::string FitStop::wish(const TrainState& s, double elapsed_s) {
     why = "stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
     wish_kind_ = 3;
     wish_signal_ = sig;
+  } else if (!plugin_reason_.empty()) {
+    why = "plugin asked to stop: " + plugin_reason_;
+    wish_kind_ = 4;
   }
   if (!why.empty() && reason_.empty()) reason_ = why;
   return why;
@@ -67,6 +70,8 @@ std::string FitStop::describe_wish(int32_t code, const std::string& max_time) {
       return who + " reached trainer.max_time=" + max_time;
     case 3:
       return who + " was stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
+    case 4:
+      return who + "'s plugin asked to stop (its output says why)";
     default:
       return "";
   }

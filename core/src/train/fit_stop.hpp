@@ -30,9 +30,15 @@ class GANTRY_CORE_EXPORT FitStop {
   /// max_time (`elapsed_s`: this training's fit time, earlier runs included), a stop signal. The first
   /// wish becomes the reason (the ranks agree on it a batch later).
   std::string wish(const TrainState& s, double elapsed_s);
+  /// The plugin's ctx.request_stop(reason) on this rank (ABI 1.3): a wish
+  /// from the next wish() on, until the ranks agree.
+  void plugin_request(const std::string& reason) {
+    if (plugin_reason_.empty()) plugin_reason_ = reason;
+  }
   /// This rank's last wish for the agreement: 0 for none, else
   /// kind << 24 | signal << 16 | rank (kind 1 max_steps, 2 max_time, 3 a
-  /// signal), so that the largest over the ranks names one rank and why.
+  /// signal, 4 the plugin asked), so that the largest over the ranks names
+  /// one rank and why.
   int32_t wish_code(int rank) const;
   /// "rank 3 was stopped by signal 15 (SIGTERM)" for a wish code ("" for 0).
   static std::string describe_wish(int32_t code, const std::string& max_time);
@@ -41,6 +47,8 @@ class GANTRY_CORE_EXPORT FitStop {
   /// rank that asked); `max_steps_reached` stops this rank at once (every
   /// rank reaches it at the same batch).
   void after_batch(bool agreed, bool max_steps_reached = false, int32_t wish = 0);
+  /// A stop every rank decided alike after this batch (early stopping): at once.
+  void now(const std::string& why) { stop(why); }
   /// After an epoch (`s.epoch` counts it): max_epochs.
   void after_epoch(const TrainState& s);
 
@@ -57,6 +65,7 @@ class GANTRY_CORE_EXPORT FitStop {
   bool done_ = false;
   std::string reason_;
   int wish_kind_ = 0, wish_signal_ = 0;  // this rank's last wish
+  std::string plugin_reason_;            // ctx.request_stop's, "" for none
 };
 
 /// The error a NaN/Inf metric ends the run with: this rank's own message

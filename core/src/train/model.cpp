@@ -112,11 +112,12 @@ void Model::build_optimizers() {
     const OptimizerOptions options = cfg().optimizer(o.name);
     s.clip = options.gradient_clip_val;
     s.clip_by_norm = options.gradient_clip_algorithm == ClipAlgorithm::kNorm;
+    s.log_norm = t.log_grad_norm;
     const bool leaves =
         std::all_of(s.params.begin(), s.params.end(), [](const torch::Tensor& p) { return p.is_leaf(); });
     // Stepping during backward needs the gradients final as they arrive: not
-    // when DDP must average them first, nor when clipping needs all of them.
-    if (s.fused && !s.sync && s.clip == 0 && t.step_in_backward && leaves)
+    // when DDP must average them first, nor when clipping or the logged norm needs all of them.
+    if (s.fused && !s.sync && s.clip == 0 && !s.log_norm && t.step_in_backward && leaves)
       s.in_backward = std::make_unique<AdamInBackward>(o.optimizer, s.params);
     slots_.push_back(std::move(s));
   }
@@ -344,6 +345,18 @@ const std::vector<LoggedValue>& Model::validation_step(const Batch& batch, const
   exp_.system->validation_step(batch, *ctx_, state.global_step);
   return ctx_->values();
 }
+
+const std::vector<LoggedValue>& Model::validation_hook(bool start, const TrainState& state) {
+  ctx_->begin(state.global_step, state.epoch);
+  AutocastScope autocast(accel_.device(), bf16_);
+  if (start)
+    exp_.system->on_validation_start(*ctx_, state.global_step);
+  else
+    exp_.system->on_validation_end(*ctx_, state.global_step);
+  return ctx_->values();
+}
+
+std::string Model::take_stop_request() { return ctx_->take_stop_request(); }
 
 const std::vector<LoggedValue>& Model::log_samples(const TrainState& state) {
   EvalScope eval(*this);

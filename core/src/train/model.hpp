@@ -74,6 +74,11 @@ class GANTRY_CORE_EXPORT Model {
   const std::vector<LoggedValue>& training_step(const Batch& batch, const TrainState& state,
                                                 std::function<std::optional<Batch>()> more = nullptr);
   const std::vector<LoggedValue>& validation_step(const Batch& batch, const TrainState& state);
+  /// The plugin's on_validation_start (`start`) or on_validation_end (ABI
+  /// 1.3), inside the pass's EvalScope; returns what it logged.
+  const std::vector<LoggedValue>& validation_hook(bool start, const TrainState& state);
+  /// What the plugin's ctx.request_stop asked since the last call ("" if nothing).
+  std::string take_stop_request();
   /// log_samples in its own EvalScope.
   const std::vector<LoggedValue>& log_samples(const TrainState& state);
 

@@ -15,16 +15,32 @@ namespace fs = std::filesystem;
 
 namespace gantry {
 
+namespace {
+
+// The trainer_state key of metrics.csv's column order: the names, comma-joined, as bytes.
+constexpr const char* kMetricColumnsKey = "metrics.columns";
+
+std::vector<std::string> resumed_columns(const TrainState& state) {
+  const auto it = state.extra.find(kMetricColumnsKey);
+  if (it == state.extra.end() || it->second.scalar_type() != torch::kUInt8) return {};
+  const torch::Tensor bytes = it->second.contiguous();
+  const std::string joined(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), size_t(bytes.numel()));
+  return joined.empty() ? std::vector<std::string>{} : split_csv_line(joined);
+}
+
+}  // namespace
+
 RunOutputs::RunOutputs(const FitState& fit, int64_t batch_size_all_ranks)
     : model_(fit.model),
       run_dir_(fit.run_dir),
-      metrics_((fs::path(fit.run_dir) / "metrics.csv").string()),
+      grid_rows_(fit.cfg().trainer.grid_rows),
+      metrics_((fs::path(fit.run_dir) / "metrics.csv").string(), resumed_columns(fit.state),
+               fit.state.global_step > 0 ? fit.state.global_step : INT64_MAX),  // resumed: its rows after the step go
       stream_(fit.run_dir),
       progress_(Progress::parse_mode(fit.cfg().trainer.progress, stdout), fit.total_steps, fit.per_epoch,
                 batch_size_all_ranks) {
   const ExperimentConfig& cfg = fit.cfg();
   crash_log_to(stream_.log_fd(), stream_.seq_address());  // a crash's `failed` record goes to this log
-  if (fit.state.global_step > 0) metrics_.truncate_after(fit.state.global_step);  // resumed
   if (cfg.monitor.enabled) {
     const std::string line =
         stream_.serve(cfg.monitor.host, static_cast<int>(cfg.monitor.port), cfg.monitor.token, cfg.name);
@@ -50,8 +66,10 @@ RunOutputs::RunOutputs(const FitState& fit, int64_t batch_size_all_ranks)
 
 RunOutputs::~RunOutputs() { crash_log_to(-1, nullptr); }
 
-void RunOutputs::scalars(int64_t step, int64_t epoch, const Values& values) {
-  metrics_.write(step, epoch, unix_time(), values);
+void RunOutputs::scalars(int64_t step, int64_t epoch, const std::string& kind, const Values& values) {
+  metrics_.write(step, epoch, unix_time(), kind, values);
+  ++rows_;
+  for (const auto& [name, v] : values) latest_[name] = {rows_, step, v};
   stream_.scalars(step, unix_time(), values);
 }
 
@@ -60,7 +78,7 @@ void RunOutputs::image(const std::string& tag, int64_t step, const torch::Tensor
     low = model_.spec().low;
     high = model_.spec().high;
   }
-  const Image8 grid = make_grid(images, 8, 2, low, high);
+  const Image8 grid = make_grid(images, grid_columns(images.size(0), grid_rows_), 2, low, high);
   char name[64];
   std::snprintf(name, sizeof name, "_%07ld.png", long(step));
   const std::string png = encode_png(grid);
@@ -70,6 +88,14 @@ void RunOutputs::image(const std::string& tag, int64_t step, const torch::Tensor
 
 void RunOutputs::event(const std::string& kind, int64_t step, const std::string& text) {
   stream_.event(kind, step, unix_time(), text);
+}
+
+void RunOutputs::flush_metrics(TrainState& state) {
+  metrics_.flush();
+  std::string joined;
+  for (const auto& c : metrics_.columns()) joined += (joined.empty() ? "" : ",") + c;
+  if (joined.empty()) return;  // no row yet
+  state.extra[kMetricColumnsKey] = torch::from_blob(joined.data(), {int64_t(joined.size())}, torch::kUInt8).clone();
 }
 
 void RunOutputs::flush() {

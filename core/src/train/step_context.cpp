@@ -65,6 +65,12 @@ void StepContextImpl::backward(OptimizerSlot& slot, const torch::Tensor& loss, c
 }
 
 void StepContextImpl::step(OptimizerSlot& slot) {
+  if (slot.log_norm) {  // the averaged gradients' total 2-norm, before clipping (on the device: no host read)
+    std::vector<torch::Tensor> norms;
+    for (const auto& p : slot.params)
+      if (p.grad().defined()) norms.push_back(p.grad().detach().to(torch::kFloat32).norm());
+    if (!norms.empty()) log("grad_norm_" + slot.name, torch::stack(norms).norm(), Reduce::kMean, false);
+  }
   if (slot.clip > 0) {  // averaged gradients, before the step (Lightning's gradient_clip_val)
     if (slot.clip_by_norm)
       torch::nn::utils::clip_grad_norm_(slot.params, slot.clip);

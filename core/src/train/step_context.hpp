@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dist/distributed.hpp"
@@ -28,6 +29,7 @@ struct OptimizerSlot {
   std::unique_ptr<DeviceAdam> device_adam;      // an Adam on a GPU: ATen's fused kernel, capturable
   double clip = 0;                              // optimizers.<name>.gradient_clip_val (0: none), after the DDP average
   bool clip_by_norm = true;                     // norm: total 2-norm; else each element to [-clip, clip]
+  bool log_norm = false;                        // trainer.log_grad_norm: log grad_norm_<name> before clipping
 };
 
 /// A value the plugin logged this step (ctx.log).
@@ -90,6 +92,11 @@ class GANTRY_CORE_EXPORT StepContextImpl final : public StepContext {
   /// What the plugin read from the host since the last call (what a CUDA
   /// graph of its step would freeze at capture): "ctx.global_step()", ..., or "".
   std::string take_host_reads();
+  /// ctx.request_stop (ABI 1.3): the first reason since the last take stays.
+  void request_stop(const std::string& reason) override {
+    if (stop_request_.empty()) stop_request_ = reason.empty() ? "(no reason given)" : reason;
+  }
+  std::string take_stop_request() { return std::exchange(stop_request_, std::string()); }
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
   torch::Device device() const override { return device_; }
@@ -107,6 +114,7 @@ class GANTRY_CORE_EXPORT StepContextImpl final : public StepContext {
   int64_t step_ = 0, epoch_ = 0;
   bool bf16_ = false;
   std::vector<LoggedValue> values_;
+  std::string stop_request_;
   enum : unsigned { kReadStep = 1, kReadEpoch = 2, kReadBatch = 4 };
   mutable unsigned host_reads_ = 0;
 };

@@ -120,6 +120,7 @@ struct Trainer::Impl {
       if (!bad.empty()) break;
       for (size_t k = 0; k < fit.values.size(); ++k)
         fit.interval.add(fit.values[k].first, fit.values[k].second, p.logged[k].reduce);
+      fit.read_step = p.step;
     }
     pending.clear();
     return bad;
@@ -139,8 +140,7 @@ struct Trainer::Impl {
     const LoaderOptions lo = loader_options();
     DataLoader loader(e.train_data, lo);
     std::unique_ptr<DataLoader> val_loader;
-    if (e.val_data && cfg().trainer.val_every_n_epochs > 0)
-      val_loader = std::make_unique<DataLoader>(e.val_data, val_options(lo));
+    if (e.val_data && cfg().trainer.validates()) val_loader = std::make_unique<DataLoader>(e.val_data, val_options(lo));
     return fit(loader, std::move(val_loader), e.data_name, e.train_data->size());
   }
 
@@ -192,6 +192,8 @@ struct Trainer::Impl {
     if (out) callbacks.add(Slot::kProgress, progress_callback());
     if (val_loader) callbacks.add(Slot::kValidation, validation_callback(std::move(val_loader)));
     if (quality) callbacks.add(Slot::kQuality, std::move(quality));
+    if (!cfg().checkpoint.monitor.empty() || !cfg().early_stopping.monitor.empty())
+      callbacks.add(Slot::kMonitored, monitored_callback(fit));
     for (auto& cb : user_callbacks) callbacks.add(Slot::kUser, std::move(cb));
     user_callbacks.clear();
     if (accel->dist().world_size > 1) callbacks.add(Slot::kReplicas, replicas_callback());
@@ -271,6 +273,12 @@ struct Trainer::Impl {
         });
         ++s.global_step;
         pending.push_back({s.global_step, logged});
+        if (std::string asked = model->take_stop_request(); !asked.empty()) {  // ctx.request_stop (ABI 1.3)
+          if (!accel->is_zero())
+            std::printf("rank %d: plugin %s asked to stop at step %lld: %s\n", accel->dist().rank,
+                        model->plugin_name().c_str(), static_cast<long long>(s.global_step), asked.c_str());
+          stop.plugin_request(asked);
+        }
         const bool max_steps_reached = t.max_steps > 0 && s.global_step >= t.max_steps;
         const bool image_due = every(t.image_every_n_steps), ckpt_due = every(cfg().checkpoint.every_n_steps);
         // Read now when a callback needs the values (the same batches on every
@@ -281,6 +289,7 @@ struct Trainer::Impl {
         const StopAgreement::Verdict agreed =
             agreement.agree(wish.empty() ? 0 : stop.wish_code(accel->dist().rank), bad);
         if (agreed.bad_metric) fail_on_bad_metric(fit, agreement);
+        fit.agreed_wish = agreed.wish;
         if ((image_due || ckpt_due) && !buffers_every_step) accel->broadcast(buffers);  // rank 0's, for readers
         callbacks.call(&Callback::on_batch_end, fit);
         if (image_due) callbacks.call(&Callback::on_image_step, fit);  // what log_samples logs joins this row
@@ -290,12 +299,15 @@ struct Trainer::Impl {
           callbacks.call(&Callback::on_checkpoint_step, fit);
         }
         stop.after_batch(agreed.stop, max_steps_reached, agreed.wish);
+        if (!fit.stop_now.empty()) stop.now(fit.stop_now);  // early stopping: every rank alike
       }
       if (s.batch_in_epoch >= fit.per_epoch) {  // the epoch is complete
         // Epoch-end callbacks (validation, rows) see every batch's values.
         const StopAgreement::Verdict settled = settle(fit, agreement, pending);
         stop.after_batch(settled.stop, false, settled.wish);
+        if (settled.stop) fit.agreed_wish = settled.wish;
         callbacks.call(&Callback::on_epoch_end, fit);
+        if (!fit.stop_now.empty()) stop.now(fit.stop_now);
         ++s.epoch;
         s.batch_in_epoch = 0;
         stop.after_epoch(s);

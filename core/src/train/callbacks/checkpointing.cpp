@@ -1,7 +1,9 @@
 // Every rank (each rank's RNG state is gathered into the file): a checkpoint
-// every checkpoint.every_n_steps and at the end; rank 0 writes it atomically,
-// streams a "checkpoint" event (path relative to the run directory) and keeps
-// the newest checkpoint.keep_last.
+// every checkpoint.every_n_steps and at the end (checkpoint.save_last); rank
+// 0 writes it atomically, streams a "checkpoint" event (path relative to the
+// run directory) and keeps the newest checkpoint.keep_last. The best ones by
+// a metric (checkpoint.monitor) are written by the monitored-metric callback
+// with the same write_checkpoint.
 #include <cstdio>
 #include <filesystem>
 
@@ -12,6 +14,21 @@ namespace fs = std::filesystem;
 
 namespace gantry {
 
+std::string write_checkpoint(FitState& fit, const std::string& file_name) {
+  const std::vector<torch::Tensor> rng = fit.accel.gather_rng_states();
+  const std::vector<torch::Tensor> cuda_rng = fit.accel.gather_cuda_rng_states();
+  if (!fit.out) return "";
+  for (auto& [key, t] : fit.model.plugin_state(fit.state.global_step))
+    fit.state.extra[key] = t;         // the plugin's extra_state() (ABI 1.1)
+  fit.out->flush_metrics(fit.state);  // metrics.csv's rows on disk, its column order in the state
+  const std::string path = (fs::path(fit.run_dir) / "checkpoints" / file_name).string();
+  const auto& manifest = fit.model.system().manifest();
+  save_checkpoint(path, fit.model.modules(), fit.model.optimizers(), fit.state,
+                  {manifest.name, manifest.version, fit.cfg().to_yaml(), 0}, rng, cuda_rng);
+  fit.out->event("checkpoint", fit.state.global_step, (fs::path("checkpoints") / file_name).string());
+  return path;
+}
+
 namespace {
 
 class CheckpointCallback final : public Callback {
@@ -21,20 +38,14 @@ class CheckpointCallback final : public Callback {
 
  private:
   static void save(FitState& fit, bool final) {
-    const std::vector<torch::Tensor> rng = fit.accel.gather_rng_states();
-    const std::vector<torch::Tensor> cuda_rng = fit.accel.gather_cuda_rng_states();
-    if (!fit.out) return;
-    for (auto& [key, t] : fit.model.plugin_state(fit.state.global_step))
-      fit.state.extra[key] = t;  // the plugin's extra_state() (ABI 1.1)
+    if (!fit.cfg().checkpoint.save_last) return;  // the best ones only (checkpoint.monitor)
     char name[64];
     std::snprintf(name, sizeof name, "step_%07ld.ckpt", long(fit.state.global_step));
-    const std::string path = (fs::path(fit.run_dir) / "checkpoints" / name).string();
-    if (final && path == fit.last_checkpoint) return;
-    const auto& manifest = fit.model.system().manifest();
-    save_checkpoint(path, fit.model.modules(), fit.model.optimizers(), fit.state,
-                    {manifest.name, manifest.version, fit.cfg().to_yaml(), 0}, rng, cuda_rng);
+    if (final && fit.last_checkpoint_step == fit.state.global_step) return;  // every rank alike: no collective
+    const std::string path = write_checkpoint(fit, name);
+    fit.last_checkpoint_step = fit.state.global_step;
+    if (!fit.out) return;
     fit.last_checkpoint = path;
-    fit.out->event("checkpoint", fit.state.global_step, (fs::path("checkpoints") / name).string());
     prune_checkpoints((fs::path(fit.run_dir) / "checkpoints").string(), fit.cfg().checkpoint.keep_last);
   }
 };

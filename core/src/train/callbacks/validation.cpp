@@ -1,8 +1,12 @@
-// Every rank: after every trainer.val_every_n_epochs-th epoch, the plugin's
-// validation_step over this rank's shard of the validation split (modules in
-// eval mode, no grad); each value reduced over every rank's shard as ctx.log
-// asked (the default: the sample-weighted mean) is rank 0's metrics row,
-// streamed and printed.
+// Every rank: after every trainer.val_every_n_epochs-th epoch, every
+// trainer.val_every_n_steps batches, and at the end of a run that ended
+// between them (not when a signal stopped it: a requeue should be quick), the
+// plugin's on_validation_start, validation_step over this rank's shard of the
+// validation split and on_validation_end (modules in eval mode, no grad; the
+// trained weights, or the EMA's with ema.for_validation); each value reduced
+// over every rank's shard as ctx.log asked (the default: the sample-weighted
+// mean; a value of on_validation_end counts once per rank) is rank 0's
+// metrics row (kind val), streamed and printed. A step validates once.
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -24,9 +28,25 @@ class ValidationCallback final : public Callback {
  public:
   explicit ValidationCallback(std::unique_ptr<DataLoader> loader) : loader_(std::move(loader)) {}
 
+  void on_batch_end(FitState& fit) override {
+    ran_ = true;
+    const int64_t n = fit.cfg().trainer.val_every_n_steps;
+    if (n > 0 && fit.state.global_step % n == 0) validate(fit);
+  }
   void on_epoch_end(FitState& fit) override {
     const int64_t every = fit.cfg().trainer.val_every_n_epochs;
-    if (every <= 0 || (fit.state.epoch + 1) % every != 0) return;
+    if (every > 0 && (fit.state.epoch + 1) % every == 0) validate(fit);
+  }
+  void on_train_end(FitState& fit) override {
+    // The ranks' agreed wish, the same on each: they all validate, or none.
+    constexpr int32_t kSignal = 3;  // FitStop::wish_code's kind
+    if (ran_ && (fit.agreed_wish >> 24) != kSignal) validate(fit);
+  }
+
+ private:
+  void validate(FitState& fit) {
+    if (fit.state.global_step == last_step_) return;
+    last_step_ = fit.state.global_step;
     fit.accel.broadcast(fit.model.buffers());
     // Each value reduced as ctx.log asked (Reduce): kMean the sample-weighted
     // mean, kSum the sum over batches, kMax / kMin, kLast the last batch's
@@ -42,31 +62,32 @@ class ValidationCallback final : public Callback {
       Model::EvalScope eval(fit.model);
       const EmaWeights::Swapped ema(fit.cfg().ema.for_validation ? fit.ema : nullptr);  // ema.for_validation
       loader_->start_epoch(0);
-      while (auto batch = loader_->next()) {
-        const int64_t rows = batch->input.size(0);
-        for (const auto& v : fit.model.validation_step(*batch, fit.state)) {
-          if (!acc.count(v.name)) {
-            order.push_back(v.name);
-            acc[v.name].reduce = v.reduce;
-          }
-          Acc& a = acc[v.name];
-          if (a.reduce != v.reduce)
-            throw TrainingError("validation at epoch " + std::to_string(fit.state.epoch) +
-                                ": validation_step logged '" + v.name + "' with two reductions (Reduce " +
-                                std::to_string(uint32_t(a.reduce)) + ", then " + std::to_string(uint32_t(v.reduce)) +
-                                ")");
-          const double x = v.value.item<double>();
-          if (a.reduce == Reduce::kMean) {
-            a.sum += x * double(rows);
-            a.n += rows;
-            continue;
-          }
-          a.sum += x;
-          a.extreme = a.n == 0 ? x : a.reduce == Reduce::kMax ? std::max(a.extreme, x) : std::min(a.extreme, x);
-          a.last = x;
-          ++a.n;
+      const std::vector<LoggedValue> at_start = fit.model.validation_hook(true, fit.state);
+      auto add = [&](const LoggedValue& v, int64_t rows) {
+        if (!acc.count(v.name)) {
+          order.push_back(v.name);
+          acc[v.name].reduce = v.reduce;
         }
-      }
+        Acc& a = acc[v.name];
+        if (a.reduce != v.reduce)
+          throw TrainingError("validation at epoch " + std::to_string(fit.state.epoch) + ": validation_step logged '" +
+                              v.name + "' with two reductions (Reduce " + std::to_string(uint32_t(a.reduce)) +
+                              ", then " + std::to_string(uint32_t(v.reduce)) + ")");
+        const double x = v.value.item<double>();
+        if (a.reduce == Reduce::kMean) {
+          a.sum += x * double(rows);
+          a.n += rows;
+          return;
+        }
+        a.sum += x;
+        a.extreme = a.n == 0 ? x : a.reduce == Reduce::kMax ? std::max(a.extreme, x) : std::min(a.extreme, x);
+        a.last = x;
+        ++a.n;
+      };
+      for (const auto& v : at_start) add(v, 1);
+      while (auto batch = loader_->next())
+        for (const auto& v : fit.model.validation_step(*batch, fit.state)) add(v, batch->input.size(0));
+      for (const auto& v : fit.model.validation_hook(false, fit.state)) add(v, 1);
     }
     // Over the whole split: every rank's sums and counts added, extremes by
     // a max all-reduce (the shards are padded to equal length, as
@@ -122,14 +143,16 @@ class ValidationCallback final : public Callback {
           row.emplace_back(name, a.n > 0 ? a.sum / double(a.n) : 0.0);
       }
     }
-    fit.out->scalars(fit.state.global_step, fit.state.epoch, row);
-    std::string text = "validation, epoch " + std::to_string(fit.state.epoch) + ":";
+    fit.out->scalars(fit.state.global_step, fit.state.epoch, "val", row);
+    std::string text = "validation at step " + std::to_string(fit.state.global_step) + " (epoch " +
+                       std::to_string(fit.state.epoch) + "):";
     for (const auto& [n, v] : row) text += " " + n + " " + std::to_string(v);
     fit.out->progress().message(text);
   }
 
- private:
   std::unique_ptr<DataLoader> loader_;
+  bool ran_ = false;        // a batch ran in this fit (a resumed run already at its end validates nothing)
+  int64_t last_step_ = -1;  // the step validated last
 };
 
 }  // namespace
