@@ -8,6 +8,7 @@
 # (these machines are noisy). Steady state: steps after the warm-up only.
 # gantry runs as a user runs it: stream server, run log, TensorBoard files,
 # metrics.csv, grids, a checkpoint at the end. DDP rows: bench/run_ddp.sh.
+# GANTRY_BENCH_ARGS: more overrides for gantry's runs (trainer.profiler=simple).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3} steps=${2:-700}
@@ -37,7 +38,7 @@ run_config() {  # batch threads
     : > "$out/rss"
     timed build/bin/gantry train configs/gan_fashion_mnist.yaml trainer.max_steps="$n" trainer.threads="$t" \
       data.batch_size="$b" trainer.progress=none trainer.log_every_n_steps=50 monitor.enabled=true \
-      trainer.out_dir="$out" name="g$key$r" >/dev/null
+      trainer.out_dir="$out" name="g$key$r" ${GANTRY_BENCH_ARGS:-} >/dev/null
     local g; g=$(python3 bench/gantry_steps_per_s.py "$out/g$key$r/latest/metrics.csv" "$w")
     local c; c=$(timed build/bin/bare_gan --steps "$n" --warmup "$w" --threads "$t" --batch "$b" | awk '{print $2}')
     local p; p=$(timed /usr/bin/python3 bench/python_gan.py --threads "$t" --batch "$b" --steps "$n" --warmup "$w" \

@@ -284,3 +284,50 @@ TEST(Config, ChoicesAreParsedOnceIntoEnums) {
       config_error([] { ExperimentConfig::load(gantry::test::kDemo, {"optimizers.d.interval=batch"}); });
   EXPECT_NE(opt.find("optimizers.d.interval must be one of step, epoch, got 'batch'"), std::string::npos) << opt;
 }
+
+// Lightning's batch counts: a whole number counts batches, a number with a
+// point is a fraction of the epoch's, fast_dev_run also takes true/false;
+// each round-trips through config.yaml, and a wrong one is one line.
+TEST(Config, BatchCountsAreCountsOrFractionsAsLightningWritesThem) {
+  const auto cfg = ExperimentConfig::load(
+      gantry::test::kDemo,
+      {"trainer.limit_train_batches=10", "trainer.limit_val_batches=0.25", "trainer.fast_dev_run=true",
+       "trainer.overfit_batches=1.0", "trainer.accumulate_grad_batches=4", "optimizers.d.accumulate_grad_batches=2"});
+  EXPECT_EQ(cfg.trainer.limit_train_batches.count, 10);
+  EXPECT_EQ(cfg.trainer.limit_train_batches.of(7), 7);
+  EXPECT_TRUE(cfg.trainer.limit_val_batches.is_fraction());
+  EXPECT_EQ(cfg.trainer.limit_val_batches.of(10), 2) << "a quarter of 10, rounded down";
+  EXPECT_EQ(cfg.trainer.limit_val_batches.of(3), 1) << "a fraction > 0 is at least one batch";
+  EXPECT_EQ(cfg.trainer.fast_dev_run.count, 1);
+  EXPECT_TRUE(cfg.trainer.overfit_batches.all()) << "1.0 is every batch, 1 would be one";
+  EXPECT_EQ(cfg.optimizer("g").accumulate_grad_batches, 4) << "the trainer's";
+  EXPECT_EQ(cfg.optimizer("d").accumulate_grad_batches, 2) << "its own section's";
+  const auto again = ExperimentConfig::parse(cfg.to_yaml(), "config.yaml");
+  EXPECT_EQ(again.to_yaml(), cfg.to_yaml());
+  EXPECT_TRUE(again.trainer.overfit_batches.all());
+  EXPECT_EQ(again.trainer.fast_dev_run.count, 1);
+  EXPECT_EQ(again.trainer.limit_val_batches.of(10), 2);
+  const auto defaults = ExperimentConfig::load(gantry::test::kDemo, {});
+  EXPECT_TRUE(defaults.trainer.limit_train_batches.all());
+  EXPECT_TRUE(defaults.trainer.overfit_batches.none());
+  EXPECT_EQ(defaults.trainer.fast_dev_run.count, 0);
+  // limit_val_batches=0: no validation even when asked for.
+  EXPECT_TRUE(ExperimentConfig::load(gantry::test::kDemo, {"trainer.val_every_n_epochs=1"}).trainer.validates());
+  EXPECT_FALSE(
+      ExperimentConfig::load(gantry::test::kDemo, {"trainer.val_every_n_epochs=1", "trainer.limit_val_batches=0"})
+          .trainer.validates());
+  for (const auto& [override, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"trainer.limit_train_batches=1.5",
+            "trainer.limit_train_batches must be a count > 0 or a fraction in (0, 1]"},
+           {"trainer.limit_train_batches=0", "trainer.limit_train_batches must be a count > 0 or a fraction in (0, 1]"},
+           {"trainer.limit_val_batches=true", "trainer.limit_val_batches must be a count >= 0 or a fraction in [0, 1]"},
+           {"trainer.fast_dev_run=0.5", "trainer.fast_dev_run must be true, false or a count"},
+           {"trainer.limit_train_batches=-3",
+            "trainer.limit_train_batches must be a count of batches (10) or a "
+            "fraction of them (0.25), got '-3'"},
+           {"trainer.accumulate_grad_batches=0", "trainer.accumulate_grad_batches must be > 0"},
+       }) {
+    const std::string msg = config_error([&] { ExperimentConfig::load(gantry::test::kDemo, {override}); });
+    EXPECT_NE(msg.find(expected), std::string::npos) << override << ": " << msg;
+  }
+}

@@ -359,3 +359,26 @@ TEST(ImageFolder, WithoutAShapeEveryImageMustMatchTheFirstAndBadFilesAreNamed) {
   msg = load_error([&] { load_image_folder(dir.path().string(), {}); });
   EXPECT_NE(msg.find("holds both images (a.png) and class folders (class0/)"), std::string::npos) << msg;
 }
+
+// trainer.limit_*_batches / overfit_batches reach the loader as a limit: the
+// epoch ends after that many of its batches, a fraction of them rounded down.
+TEST(DataLoader, ALimitEndsTheEpochAfterItsBatches) {
+  ImageDataset ds;
+  ds.images = torch::arange(100, torch::kUInt8).view({100, 1, 1, 1});
+  LoaderOptions o;
+  o.batch_size = 16;  // 7 batches
+  o.limit.count = 3;
+  DataLoader three(as_dataset(ds), o);
+  EXPECT_EQ(three.batches_per_epoch(), 3);
+  three.start_epoch(0);
+  int batches = 0;
+  while (three.next()) ++batches;
+  EXPECT_EQ(batches, 3);
+  o.limit = BatchCount{};
+  o.limit.fraction = 0.5;
+  EXPECT_EQ(DataLoader(as_dataset(ds), o).batches_per_epoch(), 3) << "half of 7";
+  o.limit.fraction = 0.01;
+  EXPECT_EQ(DataLoader(as_dataset(ds), o).batches_per_epoch(), 1) << "never 0 for a fraction > 0";
+  o.limit.count = 50;
+  EXPECT_EQ(DataLoader(as_dataset(ds), o).batches_per_epoch(), 7) << "a count above the epoch's is all of it";
+}

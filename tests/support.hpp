@@ -92,6 +92,18 @@ inline CommandResult run_gantry(const std::string& args, const std::string& cwd 
   return r;
 }
 
+/// Runs a shell command line; its exit code, stdout and stderr.
+inline CommandResult run_command(const std::string& command) {
+  TempDir io;
+  const std::string cmd = "(" + command + ") >'" + (io / "out") + "' 2>'" + (io / "err") + "' </dev/null";
+  const int status = std::system(cmd.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(io / "out");
+  r.err = read_text(io / "err");
+  return r;
+}
+
 /// The message of the gantry::ConfigError `f` throws ("" when it throws none).
 template <class F>
 std::string config_error(F&& f) {

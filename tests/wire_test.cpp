@@ -283,13 +283,14 @@ TEST(Wire, RealRunWritesAReplayableStreamAndTensorBoardFiles) {
   EXPECT_EQ(checkpoints, 2);
   EXPECT_EQ(std::get<wire::Event>(msgs.back().payload).kind, "finished");
 
-  // TensorBoard: valid TFRecord framing and CRCs; version record, 20 scalars, 3 images.
+  // TensorBoard: valid TFRecord framing and CRCs; version record, the HParams
+  // session's start and end, 20 scalars, 3 images.
   std::string tb;
   for (const auto& e : std::filesystem::directory_iterator(run))
     if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) tb = e.path();
   ASSERT_FALSE(tb.empty());
   const auto records = read_tfrecords(tb);
-  ASSERT_EQ(records.size(), 1u + 20u + 3u);
+  ASSERT_EQ(records.size(), 1u + 2u + 20u + 3u);
   EXPECT_NE(records[0].find("brain.Event:2"), std::string::npos);
   int with_png = 0, with_g_loss = 0;
   for (const auto& r : records) {

@@ -21,6 +21,22 @@
 
 namespace gantry {
 
+int64_t BatchCount::of(int64_t total) const {
+  if (!is_fraction()) return std::min(count, total);
+  if (fraction <= 0) return 0;
+  return std::max<int64_t>(1, std::min(total, static_cast<int64_t>(std::floor(fraction * double(total)))));
+}
+
+std::string BatchCount::text() const {
+  if (from_bool) return count ? "true" : "false";
+  if (!is_fraction()) return std::to_string(count);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", fraction);
+  std::string s = buf;
+  if (s.find_first_of(".eE") == std::string::npos) s += ".0";  // still a fraction when read back
+  return s;
+}
+
 // ---- 1. schema --------------------------------------------------------------
 // Expanded from the key lists in config.hpp (GANTRY_KEYS_*): each key's
 // type, conversion, check, expected text and doc come from its one line there.
@@ -105,6 +121,33 @@ struct OptionType<std::string> {
     return n.as<std::string>();
   }
   static YAML::Node write(const std::string& v) { return YAML::Node(v); }
+};
+template <>
+struct OptionType<BatchCount> {  // a count, a fraction (a number with a point), or true/false
+  static std::string name() { return "a count of batches (10) or a fraction of them (0.25)"; }
+  static std::string brief() { return "count or fraction"; }
+  static BatchCount read(const YAML::Node& n) {
+    BatchCount c;
+    if (!n.IsScalar()) throw YAML::BadConversion(n.Mark());
+    const std::string text = n.Scalar();
+    bool b = false;
+    if (plain_boolean(n) && YAML::convert<bool>::decode(n, b)) {
+      c.count = b ? 1 : 0;
+      c.from_bool = true;
+    } else if (text.find_first_of(".eE") == std::string::npos) {
+      c.count = n.as<int64_t>();
+      if (c.count < 0) throw YAML::BadConversion(n.Mark());
+    } else {
+      c.fraction = n.as<double>();
+      if (!std::isfinite(c.fraction) || c.fraction < 0) throw YAML::BadConversion(n.Mark());
+    }
+    return c;
+  }
+  static YAML::Node write(const BatchCount& v) {
+    if (v.from_bool) return YAML::Node(v.count != 0);
+    if (!v.is_fraction()) return YAML::Node(v.count);
+    return YAML::Node(v.text());
+  }
 };
 template <class E>
 struct OptionType<E, std::enable_if_t<std::is_enum_v<E>>> {  // a choice: one of its names
@@ -561,15 +604,18 @@ OptimizerOptions ExperimentConfig::optimizer(const std::string& name) const {
   OptimizerOptions o;
   o.gradient_clip_val = trainer.gradient_clip_val;
   o.gradient_clip_algorithm = trainer.gradient_clip_algorithm;
+  o.accumulate_grad_batches = trainer.accumulate_grad_batches;
   const auto it = optimizers.find(name);
   if (it == optimizers.end()) return o;
   // A section's clip keys override the defaults only where the section set them.
   const OptimizerOptions& own = it->second;
   const bool own_clip = origins.count("optimizers." + name + ".gradient_clip_val") > 0;
   const bool own_algo = origins.count("optimizers." + name + ".gradient_clip_algorithm") > 0;
+  const bool own_accumulate = origins.count("optimizers." + name + ".accumulate_grad_batches") > 0;
   OptimizerOptions out = own;
   if (!own_clip) out.gradient_clip_val = o.gradient_clip_val;
   if (!own_algo) out.gradient_clip_algorithm = o.gradient_clip_algorithm;
+  if (!own_accumulate) out.accumulate_grad_batches = o.accumulate_grad_batches;
   return out;
 }
 

@@ -20,7 +20,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> data, LoaderOptions option
 DataLoader::~DataLoader() { stop_worker(); }
 
 int64_t DataLoader::batches_per_epoch() const {
-  return opt_.drop_last ? per_rank_ / opt_.batch_size : (per_rank_ + opt_.batch_size - 1) / opt_.batch_size;
+  const int64_t all =
+      opt_.drop_last ? per_rank_ / opt_.batch_size : (per_rank_ + opt_.batch_size - 1) / opt_.batch_size;
+  return opt_.limit.of(all);
 }
 
 torch::Tensor DataLoader::indices(int64_t epoch) const {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "config/config.hpp"
 #include "gantry/core_export.hpp"
 #include "gantry/system.hpp"
 
@@ -26,6 +27,7 @@ struct LoaderOptions {
   int rank = 0;
   int world_size = 1;
   bool pin_memory = false;  ///< batches in page-locked memory (a CUDA build copying to a GPU)
+  BatchCount limit;         ///< batches of each epoch per rank (trainer.limit_*_batches); default all
 };
 
 class GANTRY_CORE_EXPORT DataLoader {
@@ -37,7 +39,7 @@ class GANTRY_CORE_EXPORT DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  /// Batches per epoch on this rank.
+  /// Batches per epoch on this rank (after options.limit).
   int64_t batches_per_epoch() const;
   /// Samples per epoch on this rank (after padding / dropping).
   int64_t samples_per_rank() const { return per_rank_; }

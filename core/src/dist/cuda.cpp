@@ -1,6 +1,7 @@
 #include "dist/cuda.hpp"
 #include "dist/distributed.hpp"
 
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
@@ -36,6 +37,8 @@ void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::
   auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
   group.setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
 }
+
+std::string device_name(int index) { return at::cuda::getDeviceProperties(index)->name; }
 
 std::string nccl_version() { return nccl_version_text(torch::cuda::nccl::version()); }
 

@@ -30,6 +30,9 @@ void set_device(int index);
 void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                       std::chrono::milliseconds timeout);
 
+/// The device's name ("NVIDIA H200"), for the throughput's peak table.
+std::string device_name(int index);
+
 /// The NCCL version LibTorch was built with ("2.27.3"), for the "ddp:" line.
 std::string nccl_version();
 

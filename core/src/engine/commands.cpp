@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <csignal>
 #include <filesystem>
@@ -208,6 +209,56 @@ bool requeue_if_asked(int stop_signal, bool zero) {
   return false;
 }
 
+// trainer.fast_dev_run=n (Lightning's): n batches of training, one validation
+// pass of at most n batches (unless trainer.limit_val_batches=0), the sample
+// grids at the start and the end, one checkpoint; in a scratch run directory
+// (rank 0 makes it; train removes it after). What else the config asks that
+// would make the run longer or leave something behind is off: a resume, the
+// quality score, best checkpoints, early stopping, the live stream.
+// Returns the scratch directory ("" on other ranks).
+std::string fast_dev_run(ExperimentConfig& cfg, bool zero) {
+  auto& t = cfg.trainer;
+  const int64_t n = t.fast_dev_run.count;
+  t.max_steps = n;
+  t.max_epochs = -1;
+  t.max_time.clear();
+  t.resume = "fresh";
+  t.log_every_n_steps = 1;
+  t.image_every_n_steps = 0;
+  if (!t.limit_val_batches.none()) {
+    t.limit_val_batches = BatchCount{n};
+    t.val_every_n_epochs = 0;
+    t.val_every_n_steps = n;
+  }
+  cfg.checkpoint.every_n_steps = 0;
+  cfg.checkpoint.save_last = true;
+  cfg.checkpoint.keep_last = 0;
+  cfg.checkpoint.monitor.clear();
+  cfg.early_stopping.monitor.clear();
+  cfg.metrics.quality_every_n_steps = 0;
+  cfg.monitor.enabled = false;
+  if (!zero) return "";
+  std::string scratch = (fs::temp_directory_path() / "gantry-fast-dev-run-XXXXXX").string();
+  if (!::mkdtemp(scratch.data())) throw Error("fast_dev_run: cannot make a scratch directory " + scratch);
+  t.out_dir = scratch;
+  std::printf(
+      "fast_dev_run: %ld batch%s of training, one validation pass, the sample grids and one checkpoint in %s "
+      "(removed after)\n",
+      long(n), n == 1 ? "" : "es", scratch.c_str());
+  return scratch;
+}
+
+// fast_dev_run's report: each hook's calls and time on rank 0.
+void print_hook_times(const FitResult& r) {
+  std::printf("fast_dev_run: every hook ran without an error in %.2f s; rank 0's calls:\n", r.seconds);
+  std::printf("  %-24s %6s %10s %10s\n", "hook", "calls", "mean ms", "total ms");
+  for (const auto& [hook, time] : r.hook_times)
+    std::printf("  %-24s %6ld %10.2f %10.2f\n", hook.c_str(), long(time.calls),
+                1e3 * time.seconds / double(std::max<int64_t>(1, time.calls)), 1e3 * time.seconds);
+  if (!r.hook_times.count("validation_step"))
+    std::printf("  validation_step: not called (no validation data, or trainer.limit_val_batches=0)\n");
+}
+
 }  // namespace
 
 int train(const std::string& config_path, const std::vector<std::string>& overrides) {
@@ -216,6 +267,7 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   const DistEnv dist = DistEnv::from(DistEnv::process_environment());
   dist.check(cfg.trainer.num_nodes, cfg.trainer.devices, cfg.where("trainer.devices"));
   const bool zero = dist.rank == 0;
+  const std::string scratch = cfg.trainer.fast_dev_run.count > 0 ? fast_dev_run(cfg, zero) : "";
   cfg.trainer.resume = resolve_resume(cfg, zero);
   Experiment exp = Experiment::build(cfg);
   const int threads = configure_threads(cfg.trainer.threads, dist.local_world_size);
@@ -251,7 +303,13 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   for (const auto& [name, v] : r.last_values) std::printf("  %s %.4f\n", name.c_str(), v);
   if (dist.world_size > 1)  // checked at the end by the replicas callback: a difference fails the fit
     std::printf("replicas bit-identical across %d ranks\n", dist.world_size);
-  std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(), (fs::path(run_dir) / "images").c_str());
+  if (!scratch.empty()) {
+    print_hook_times(r);
+    std::error_code gone;
+    fs::remove_all(scratch, gone);
+  } else {
+    std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(), (fs::path(run_dir) / "images").c_str());
+  }
   return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
 }
 

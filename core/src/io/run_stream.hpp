@@ -35,6 +35,8 @@ class GANTRY_CORE_EXPORT RunStream {
   void rank_status(wire::RankStatus status);
   void event(const std::string& kind, int64_t step, double wall_time, const std::string& text);
   void flush();
+  /// The TensorBoard file, for what goes there only (histograms, HParams).
+  TfEventsWriter& tensorboard() { return *tb_; }
 
   /// Sequence number of the last message written (0: none).
   uint64_t last_seq() const { return seq_; }

@@ -46,7 +46,34 @@ struct Proto {
     varint(s.size());
     out += s;
   }
+  void packed_f64(int field, const std::vector<double>& v) {
+    tag(field, 2);
+    varint(v.size() * 8);
+    out.append(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+  }
 };
+
+// The HParams plugin's summary: Summary.Value{tag, metadata{plugin_data{
+// "hparams", HParamsPluginData bytes}}, tensor: an empty float (the plugin's
+// NULL_TENSOR: TensorProto{dtype DT_FLOAT, tensor_shape{dim {}}})}.
+std::string hparams_value(const std::string& tag, const std::string& plugin_data) {
+  Proto plugin;
+  plugin.bytes(1, "hparams");
+  plugin.bytes(2, plugin_data);
+  Proto metadata;
+  metadata.bytes(1, plugin.out);
+  Proto dim;  // one Dim with no fields
+  Proto shape;
+  shape.bytes(2, dim.out);
+  Proto tensor;
+  tensor.i64(1, 1);  // DT_FLOAT
+  tensor.bytes(2, shape.out);
+  Proto v;
+  v.bytes(1, tag);
+  v.bytes(9, metadata.out);
+  v.bytes(8, tensor.out);
+  return v.out;
+}
 
 // Event{wall_time=1, step=2, summary=5{value=1{tag=1, simple_value=2 | image=4}}}
 std::string event_with_value(const std::string& value, int64_t step, double wall_time) {
@@ -115,6 +142,61 @@ void TfEventsWriter::image(const std::string& tag, const std::string& png, int w
   v.bytes(1, tag);
   v.bytes(4, img.out);
   record(event_with_value(v.out, step, wall_time));
+}
+
+void TfEventsWriter::histogram(const std::string& tag, const Histogram& h, int64_t step, double wall_time) {
+  Proto histo;  // HistogramProto{min 1, max 2, num 3, sum 4, sum_squares 5, bucket_limit 6, bucket 7}
+  histo.f64(1, h.min);
+  histo.f64(2, h.max);
+  histo.f64(3, h.num);
+  histo.f64(4, h.sum);
+  histo.f64(5, h.sum_squares);
+  histo.packed_f64(6, h.bucket_limit);
+  histo.packed_f64(7, h.bucket);
+  Proto v;
+  v.bytes(1, tag);
+  v.bytes(5, histo.out);
+  record(event_with_value(v.out, step, wall_time));
+}
+
+void TfEventsWriter::hparams_start(const std::vector<HParam>& hparams, const std::string& group, double wall_time) {
+  // SessionStartInfo{hparams 1: map<string, google.protobuf.Value>, group_name 4, start_time_secs 5};
+  // Value{number_value 2, string_value 3, bool_value 4}; a map entry is {key 1, value 2}.
+  Proto start;
+  for (const auto& p : hparams) {
+    Proto value;
+    switch (p.kind) {
+      case HParam::Kind::kNumber:
+        value.f64(2, p.number);
+        break;
+      case HParam::Kind::kText:
+        value.bytes(3, p.text);
+        break;
+      case HParam::Kind::kBool:
+        value.i64(4, p.flag ? 1 : 0);
+        break;
+    }
+    Proto entry;
+    entry.bytes(1, p.name);
+    entry.bytes(2, value.out);
+    start.bytes(1, entry.out);
+  }
+  if (!group.empty()) start.bytes(4, group);
+  start.f64(5, wall_time);
+  Proto data;  // HParamsPluginData{version 1: 0, session_start_info 3}
+  data.i64(1, 0);
+  data.bytes(3, start.out);
+  record(event_with_value(hparams_value("_hparams_/session_start_info", data.out), 0, wall_time));
+}
+
+void TfEventsWriter::hparams_end(bool ok, double wall_time) {
+  Proto end;  // SessionEndInfo{status 1: STATUS_SUCCESS 1 / STATUS_FAILURE 2, end_time_secs 2}
+  end.i64(1, ok ? 1 : 2);
+  end.f64(2, wall_time);
+  Proto data;  // HParamsPluginData{version 1: 0, session_end_info 4}
+  data.i64(1, 0);
+  data.bytes(4, end.out);
+  record(event_with_value(hparams_value("_hparams_/session_end_info", data.out), 0, wall_time));
 }
 
 std::vector<std::string> read_tfrecords(const std::string& path) {

@@ -24,6 +24,27 @@ class GANTRY_CORE_EXPORT TfEventsWriter {
   void scalar(const std::string& tag, double value, int64_t step, double wall_time);
   void image(const std::string& tag, const std::string& png, int width, int height, int channels, int64_t step,
              double wall_time);
+  /// A histogram (TensorBoard's HistogramProto): `bucket_limit` the buckets'
+  /// right edges, `bucket` their counts, with the values' min, max, count,
+  /// sum and sum of squares.
+  struct Histogram {
+    double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+    std::vector<double> bucket_limit, bucket;
+  };
+  void histogram(const std::string& tag, const Histogram& h, int64_t step, double wall_time);
+  /// One value of the run's hyperparameters (TensorBoard's HParams).
+  struct HParam {
+    std::string name;
+    enum class Kind { kNumber, kText, kBool } kind = Kind::kText;
+    double number = 0;
+    std::string text;
+    bool flag = false;
+  };
+  /// The HParams plugin's session start (the run's hyperparameters; the
+  /// plugin takes the run's scalars as its metrics) and end (`ok`: success,
+  /// else failure), as torch.utils.tensorboard's add_hparams writes them.
+  void hparams_start(const std::vector<HParam>& hparams, const std::string& group, double wall_time);
+  void hparams_end(bool ok, double wall_time);
   /// Hands buffered records to the OS (every record is flushed as written).
   void flush();
   const std::string& path() const { return path_; }

@@ -1,5 +1,7 @@
 #include "plugin/plugin_system.hpp"
 
+#include <chrono>
+
 #include <cstddef>
 
 #include "gantry/errors.hpp"
@@ -20,6 +22,14 @@ std::string plugin_failure(const std::string& plugin, const std::string& hook, i
 template <class F>
 auto PluginSystem::call(const char* hook, int64_t step, F&& f) -> decltype(f()) {
   const CrashScope scope(name().c_str(), hook, step);  // a crash in here names the plugin, hook and step
+  struct Timed {  // the hook's calls and time (hook_times(): fast_dev_run's report)
+    HookTime& into;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Timed() {
+      ++into.calls;
+      into.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  } timed{times_[hook]};
   try {
     return f();
   } catch (const Error&) {

@@ -15,6 +15,7 @@
 // one function that names the hook).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,13 @@
 #include "plugin/plugin_loader.hpp"
 
 namespace gantry {
+
+/// One hook's calls through PluginSystem and their wall time (on a GPU: the
+/// time to queue its work, unless the hook waits for the device).
+struct HookTime {
+  int64_t calls = 0;
+  double seconds = 0;
+};
 
 class GANTRY_CORE_EXPORT PluginSystem {
  public:
@@ -69,6 +77,9 @@ class GANTRY_CORE_EXPORT PluginSystem {
   /// Undefined below 1.3 (not conditional).
   torch::Tensor conditional_input(const torch::Tensor& labels);
 
+  /// Every hook called so far, by name, with its calls and time.
+  const std::map<std::string, HookTime>& hook_times() const { return times_; }
+
  private:
   template <class F>
   auto call(const char* hook, int64_t step, F&& f) -> decltype(f());
@@ -76,6 +87,7 @@ class GANTRY_CORE_EXPORT PluginSystem {
 
   std::shared_ptr<Plugin> plugin_;
   std::shared_ptr<System> system_;
+  std::map<std::string, HookTime> times_;
 };
 
 /// `plugin P: HOOK failed[ at step N]: CAUSE`, CAUSE the error's message

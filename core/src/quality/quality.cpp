@@ -23,7 +23,7 @@ namespace gantry {
 
 // ---- statistics ---------------------------------------------------------------
 
-void FeatureStats::add(const torch::Tensor& features, const torch::Tensor& logits) {
+void FeatureStats::add(const torch::Tensor& features, const torch::Tensor& logits, int64_t first) {
   const torch::Tensor f = features.detach().to(torch::kCPU, torch::kFloat64);
   const torch::Tensor cls = logits.detach().argmax(1).to(torch::kCPU);
   if (!sum.defined()) {
@@ -31,10 +31,21 @@ void FeatureStats::add(const torch::Tensor& features, const torch::Tensor& logit
     outer = torch::zeros({f.size(1), f.size(1)}, torch::kFloat64);
     classes = torch::zeros({logits.size(1)}, torch::kFloat64);
   }
+  if (first < 0) first = count;
+  if (keep > 0 && first < keep) {
+    if (!kept.defined()) kept = torch::zeros({keep, f.size(1)}, torch::kFloat64);
+    const int64_t rows = std::min(f.size(0), keep - first);
+    kept.slice(0, first, first + rows).copy_(f.slice(0, 0, rows));
+  }
   sum += f.sum(0);
   outer.addmm_(f.t(), f);
   classes.index_add_(0, cls, torch::ones({cls.size(0)}, torch::kFloat64));
   count += f.size(0);
+}
+
+torch::Tensor FeatureStats::kept_features() const {
+  if (!kept.defined()) return torch::zeros({0, sum.defined() ? sum.size(0) : 0}, torch::kFloat64);
+  return kept.slice(0, 0, std::min(keep, count));
 }
 
 torch::Tensor FeatureStats::mean() const { return sum / double(count); }
@@ -52,13 +63,18 @@ double FeatureStats::class_entropy() const {
 
 void FeatureStats::allreduce(const Accelerator& accel) {
   if (!accel.group()) return;
-  torch::Tensor flat = torch::cat({torch::tensor({double(count)}, torch::kFloat64), sum, outer.flatten(), classes});
+  const int64_t d = sum.size(0), c = classes.size(0);
+  // A rank whose samples all lie past `keep` kept none: zeros of the same shape.
+  if (keep > 0 && !kept.defined()) kept = torch::zeros({keep, d}, torch::kFloat64);
+  std::vector<torch::Tensor> parts{torch::tensor({double(count)}, torch::kFloat64), sum, outer.flatten(), classes};
+  if (keep > 0) parts.push_back(kept.flatten());
+  torch::Tensor flat = torch::cat(parts);
   accel.allreduce_sum(flat);
-  const int64_t d = sum.size(0);
   count = static_cast<int64_t>(flat[0].item<double>());
   sum = flat.slice(0, 1, 1 + d).clone();
   outer = flat.slice(0, 1 + d, 1 + d + d * d).view({d, d}).clone();
-  classes = flat.slice(0, 1 + d + d * d).clone();
+  classes = flat.slice(0, 1 + d + d * d, 1 + d + d * d + c).clone();
+  if (keep > 0) kept = flat.slice(0, 1 + d + d * d + c).view({keep, d}).clone();
 }
 
 c10::Dict<std::string, torch::Tensor> FeatureStats::to_dict() const {
@@ -67,6 +83,7 @@ c10::Dict<std::string, torch::Tensor> FeatureStats::to_dict() const {
   d.insert("sum", sum);
   d.insert("outer", outer);
   d.insert("classes", classes);
+  if (kept.defined()) d.insert("kept", kept_features());
   return d;
 }
 
@@ -76,7 +93,42 @@ FeatureStats FeatureStats::from_dict(const c10::Dict<std::string, torch::Tensor>
   s.sum = d.at("sum");
   s.outer = d.at("outer");
   s.classes = d.at("classes");
+  if (d.contains("kept")) {
+    s.kept = d.at("kept");
+    s.keep = s.kept.size(0);
+  }
   return s;
+}
+
+PrecisionRecall precision_recall(const torch::Tensor& real, const torch::Tensor& fake, int64_t k) {
+  TORCH_CHECK(
+      real.dim() == 2 && fake.dim() == 2 && real.size(1) == fake.size(1) && real.size(0) > k && fake.size(0) > k,
+      "precision/recall needs [N, D] features of one width and more than k = ", k, " points on each side");
+  const torch::Tensor r = real.to(torch::kFloat64), f = fake.to(torch::kFloat64);
+  // Each point's distance to its k-th nearest neighbour in its own set (the
+  // k + 1 smallest distances include the point itself, at 0).
+  auto radii = [k](const torch::Tensor& x) {
+    return std::get<0>(torch::cdist(x, x).topk(k + 1, 1, /*largest=*/false)).select(1, k);
+  };
+  const torch::Tensor to_real = torch::cdist(f, r);  // [fake, real]
+  PrecisionRecall pr;
+  pr.precision = (to_real <= radii(r).unsqueeze(0)).any(1).to(torch::kFloat64).mean().item<double>();
+  pr.recall = (to_real.t() <= radii(f).unsqueeze(0)).any(1).to(torch::kFloat64).mean().item<double>();
+  return pr;
+}
+
+double kernel_distance(const torch::Tensor& real, const torch::Tensor& fake) {
+  TORCH_CHECK(
+      real.dim() == 2 && fake.dim() == 2 && real.size(1) == fake.size(1) && real.size(0) > 1 && fake.size(0) > 1,
+      "KID needs [N, D] features of one width and at least 2 points on each side");
+  const torch::Tensor x = real.to(torch::kFloat64), y = fake.to(torch::kFloat64);
+  const double dim = double(x.size(1)), m = double(x.size(0)), n = double(y.size(0));
+  auto kernel = [dim](const torch::Tensor& a, const torch::Tensor& b) { return (a.mm(b.t()) / dim + 1).pow(3); };
+  const torch::Tensor kxx = kernel(x, x), kyy = kernel(y, y);
+  const double xx = (kxx.sum() - kxx.diagonal().sum()).item<double>() / (m * (m - 1));
+  const double yy = (kyy.sum() - kyy.diagonal().sum()).item<double>() / (n * (n - 1));
+  const double xy = kernel(x, y).sum().item<double>() / (m * n);
+  return xx + yy - 2 * xy;
 }
 
 double frechet_distance(const FeatureStats& a, const FeatureStats& b) {
@@ -130,17 +182,18 @@ void FeatureModel::check_shape(const std::string& generator_plugin, const std::v
   throw ConfigError(s.str());
 }
 
-void FeatureModel::embed(const torch::Tensor& x, FeatureStats& stats) {
+void FeatureModel::embed(const torch::Tensor& x, FeatureStats& stats, int64_t first) {
   const torch::Tensor features = exp_.system->features(x);
   if (!features.defined() || features.dim() != 2 || features.size(0) != x.size(0))
     throw PluginError(key_ + ": plugin " + plugin_name() + "'s features() gives no [N, D] embedding");
   const torch::Tensor logits = exp_.system->forward(x);
   if (logits.dim() != 2 || logits.size(0) != x.size(0) || logits.size(1) < 2)
     throw PluginError(key_ + ": plugin " + plugin_name() + "'s forward() gives no class logits [N, classes]");
-  stats.add(features, logits);
+  stats.add(features, logits, first);
 }
 
-void FeatureModel::add(const torch::Tensor& images, double low, double high, FeatureStats& stats, int64_t batch_size) {
+void FeatureModel::add(const torch::Tensor& images, double low, double high, FeatureStats& stats, int64_t batch_size,
+                       int64_t first) {
   if (!spec_.shape.empty() && (images.dim() != 4 || images.sizes().slice(1).vec() != spec_.shape)) {
     std::ostringstream s;
     s << key_ << ": the samples are " << images.sizes() << ", plugin " << plugin_name() << " (" << checkpoint_
@@ -152,7 +205,7 @@ void FeatureModel::add(const torch::Tensor& images, double low, double high, Fea
   for (int64_t a = 0; a < images.size(0); a += batch_size) {
     torch::Tensor x = images.slice(0, a, std::min(a + batch_size, images.size(0))).to(device_, torch::kFloat32);
     if (low != spec_.low || high != spec_.high) x = (x - low) * scale + spec_.low;
-    embed(x, stats);
+    embed(x, stats, first < 0 ? -1 : first + a);
   }
 }
 
@@ -160,7 +213,7 @@ void FeatureModel::add_pixels(const torch::Tensor& pixels, FeatureStats& stats, 
   add(pixels, 0, 255, stats, batch_size);
 }
 
-FeatureStats FeatureModel::real_stats(int64_t batch_size, std::string* note) {
+FeatureStats FeatureModel::real_stats(int64_t batch_size, std::string* note, int64_t keep) {
   const DataOptions& data = exp_.config.data;
   ImageDataset real;
   try {
@@ -181,14 +234,19 @@ FeatureStats FeatureModel::real_stats(int64_t batch_size, std::string* note) {
       const auto d = c10::impl::toTypedDict<std::string, torch::Tensor>(torch::pickle_load(bytes).toGenericDict());
       const torch::Tensor from = d.at("made_from");
       if (std::string(static_cast<const char*>(from.data_ptr()), size_t(from.numel())) == made_from) {
-        if (note) *note = "cached in " + cache;
-        return FeatureStats::from_dict(d);
+        FeatureStats cached = FeatureStats::from_dict(d);
+        // A cache made with fewer kept features than asked (an older gantry: none) is made anew.
+        if (cached.keep >= std::min(keep, cached.count)) {
+          if (note) *note = "cached in " + cache;
+          return cached;
+        }
       }
     } catch (const std::exception&) {
       // unreadable or of other files: made anew below
     }
   }
   FeatureStats stats;
+  stats.keep = keep;
   add_pixels(real.images, stats, batch_size);
   auto d = stats.to_dict();
   d.insert("made_from",

@@ -8,6 +8,13 @@
 //   class entropy     of the classifier's predicted classes of the samples,
 //                     in nats: ln(classes) when every class is generated
 //                     equally often, 0 when all samples are one class
+//   precision, recall Kynkaanniemi et al. 2019 with k = 3, on the first M
+//                     samples' and real images' features: the share of
+//                     samples inside some real image's 3-NN ball (bad samples
+//                     lower it), and of real images inside some sample's
+//                     (mode collapse lowers it)
+//   KID               the unbiased squared MMD with the kernel (x.y/D + 1)^3
+//                     (Binkowski et al. 2018), on the same M
 #pragma once
 
 #include <cstdint>
@@ -29,9 +36,17 @@ struct GANTRY_CORE_EXPORT FeatureStats {
   torch::Tensor sum;      ///< [D]
   torch::Tensor outer;    ///< [D, D]
   torch::Tensor classes;  ///< [C] samples per predicted class
+  /// The features of the first `keep` samples by index (precision, recall,
+  /// KID): row i is sample i's, zeros until it is added, so the rows of
+  /// samples embedded on several ranks add up in allreduce().
+  int64_t keep = 0;
+  torch::Tensor kept;  ///< [keep, D] float64
 
-  /// features [N, D], logits [N, C] of the same N samples.
-  void add(const torch::Tensor& features, const torch::Tensor& logits);
+  /// features [N, D], logits [N, C] of the same N samples; `first`: the
+  /// index of the first of them among all samples (-1: the count so far).
+  void add(const torch::Tensor& features, const torch::Tensor& logits, int64_t first = -1);
+  /// The kept rows that hold a sample: the first min(keep, count).
+  torch::Tensor kept_features() const;
   torch::Tensor mean() const;
   torch::Tensor covariance() const;  ///< unbiased (count - 1)
   double class_entropy() const;
@@ -46,6 +61,18 @@ struct GANTRY_CORE_EXPORT FeatureStats {
 /// The Frechet distance between the Gaussians of two feature statistics
 /// (float64; eigen-decompositions instead of scipy's sqrtm), >= 0.
 GANTRY_CORE_EXPORT double frechet_distance(const FeatureStats& a, const FeatureStats& b);
+
+/// Improved precision and recall (Kynkaanniemi et al. 2019) of `fake`
+/// against `real` features [N, D]: each point's ball reaches its k-th nearest
+/// neighbour of its own set.
+struct PrecisionRecall {
+  double precision = 0, recall = 0;
+};
+GANTRY_CORE_EXPORT PrecisionRecall precision_recall(const torch::Tensor& real, const torch::Tensor& fake,
+                                                    int64_t k = 3);
+/// KID: the unbiased squared MMD between `real` and `fake` features [N, D]
+/// with the polynomial kernel (x.y / D + 1)^3; ~0 for one distribution.
+GANTRY_CORE_EXPORT double kernel_distance(const torch::Tensor& real, const torch::Tensor& fake);
 
 /// A trained classifier plugin (SDK 1.2 features()) loaded from its
 /// checkpoint, frozen, in eval mode on `device`.
@@ -65,16 +92,19 @@ class GANTRY_CORE_EXPORT FeatureModel {
   void check_shape(const std::string& generator_plugin, const std::vector<int64_t>& shape) const;
   /// Embeds images [N, C, H, W] whose pixels span [low, high] (mapped to the
   /// classifier's range), `batch_size` at a time, into `stats`.
-  void add(const torch::Tensor& images, double low, double high, FeatureStats& stats, int64_t batch_size);
+  /// `first`: the index of the first image among all samples (FeatureStats::add).
+  void add(const torch::Tensor& images, double low, double high, FeatureStats& stats, int64_t batch_size,
+           int64_t first = -1);
   /// uint8 images [N, C, H, W] (a dataset's) into `stats`.
   void add_pixels(const torch::Tensor& pixels, FeatureStats& stats, int64_t batch_size);
   /// The classifier's own validation split (its config's data.*), embedded
   /// once and cached beside its checkpoint (<checkpoint>.real_stats; rebuilt
   /// when the split's files change). `note`: how they were obtained.
-  FeatureStats real_stats(int64_t batch_size, std::string* note);
+  /// `keep`: the first images' features kept (FeatureStats::keep).
+  FeatureStats real_stats(int64_t batch_size, std::string* note, int64_t keep = 0);
 
  private:
-  void embed(const torch::Tensor& x, FeatureStats& stats);
+  void embed(const torch::Tensor& x, FeatureStats& stats, int64_t first);
 
   std::string key_;
   std::string checkpoint_;

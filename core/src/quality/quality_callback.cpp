@@ -6,10 +6,13 @@
 // feature sums, and rank 0 writes a metrics row at that step:
 //   quality_fd              Frechet distance to the real validation split's features
 //   quality_class_entropy   entropy of the samples' predicted classes (ln C: all covered)
+//   quality_precision, quality_recall, quality_kid
+//                           on the first metrics.quality_pr_samples samples and real images
 //   quality_seconds         the wall time of the score (every rank waits for it)
 // The samples come from the EMA weights when ema.decay > 0, as the grids do.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -32,7 +35,7 @@ class QualityCallback final : public Callback {
     features_.check_shape(fit.model.plugin_name(), fit.model.spec().shape);
     if (!fit.accel.is_zero()) return;
     std::string note;
-    real_ = features_.real_stats(opt_.quality_batch_size, &note);
+    real_ = features_.real_stats(opt_.quality_batch_size, &note, opt_.quality_pr_samples);
     std::printf(
         "quality: every %ld steps, %ld samples against %ld real images under plugin %s (%s); "
         "real features %s\n",
@@ -59,6 +62,7 @@ class QualityCallback final : public Callback {
     const int64_t first = k * rank / world, last = k * (rank + 1) / world;
     PluginSystem& system = fit.model.system();
     FeatureStats stats;
+    stats.keep = opt_.quality_pr_samples;
     {
       Model::EvalScope eval(fit.model);
       const EmaWeights::Swapped ema(fit.ema);
@@ -75,7 +79,7 @@ class QualityCallback final : public Callback {
         for (int64_t a = first; a < last; a += opt_.quality_batch_size) {
           const torch::Tensor z = input.slice(0, a, std::min(a + opt_.quality_batch_size, last)).to(fit.accel.device());
           const torch::Tensor images = system.forward(z, last_step_);
-          features_.add(images, spec.low, spec.high, stats, opt_.quality_batch_size);
+          features_.add(images, spec.low, spec.high, stats, opt_.quality_batch_size, a);
         }
       }
     }
@@ -83,12 +87,24 @@ class QualityCallback final : public Callback {
     if (!fit.out) return;
     const double fd = frechet_distance(stats, real_);
     const double entropy = stats.class_entropy();
+    Values row{{"quality_fd", fd}, {"quality_class_entropy", entropy}};
+    char more[96] = "";
+    // Precision, recall and KID on the first M of both sides (M: the fewer of
+    // quality_pr_samples, the samples, the real images; more than k = 3).
+    const int64_t m = std::min({opt_.quality_pr_samples, stats.count, real_.count});
+    if (m > 3) {
+      const torch::Tensor real = real_.kept_features().slice(0, 0, m), fake = stats.kept_features().slice(0, 0, m);
+      const PrecisionRecall pr = precision_recall(real, fake);
+      const double kid = kernel_distance(real, fake);
+      row.insert(row.end(), {{"quality_precision", pr.precision}, {"quality_recall", pr.recall}, {"quality_kid", kid}});
+      std::snprintf(more, sizeof more, ", precision %.3f, recall %.3f, KID %.4f", pr.precision, pr.recall, kid);
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    fit.out->scalars(last_step_, fit.state.epoch, "score",
-                     {{"quality_fd", fd}, {"quality_class_entropy", entropy}, {"quality_seconds", seconds}});
-    char text[200];
-    std::snprintf(text, sizeof text, "quality at step %ld: FD %.3f, class entropy %.3f of %.3f, %.1f s%s",
-                  long(last_step_), fd, entropy, std::log(double(real_.classes.size(0))), seconds,
+    row.emplace_back("quality_seconds", seconds);
+    fit.out->scalars(last_step_, fit.state.epoch, "score", row);
+    char text[300];
+    std::snprintf(text, sizeof text, "quality at step %ld: FD %.3f, class entropy %.3f of %.3f%s, %.1f s%s",
+                  long(last_step_), fd, entropy, std::log(double(real_.classes.size(0))), more, seconds,
                   fit.ema ? " (EMA weights)" : "");
     fit.out->progress().message(text);
   }

@@ -30,6 +30,7 @@
 #include "train/accelerator.hpp"
 #include "train/checkpoint.hpp"
 #include "train/model.hpp"
+#include "train/profile.hpp"
 
 namespace gantry {
 
@@ -110,6 +111,7 @@ struct FitState {
   std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
   int64_t last_checkpoint_step = -1;  ///< its step (every rank)
   std::string stop_now;  ///< set alike on every rank by a callback (early stopping): the loop stops after this batch
+  HookTime checkpoint_writes;  ///< write_checkpoint's calls and time on this rank (fast_dev_run's report)
 
   const ExperimentConfig& cfg() const { return model.cfg(); }
 };
@@ -135,10 +137,12 @@ enum class CallbackSlot {
   kRankStatus,    ///< every rank's status, before rank 0 writes rows
   kSamples,       ///< before metrics: the final grid's logged values join the final row
   kLrSchedulers,  ///< sets the lrs before each batch; before metrics: the lrs join each row
+  kThroughput,    ///< rank 0, trainer.log_throughput: samples/s, FLOP/s, MFU join each row
   kMetrics,       ///< the row, after everything that adds to it
   kProgress,      ///< after the row whose values it prints
   kValidation,    ///< at an epoch's end: its own row, before the checkpoint
   kQuality,       ///< its own row at its step, before the checkpoint
+  kHistograms,    ///< TensorBoard only, no row: the parameters and the gradients kept from the step
   kMonitored,     ///< after every row of its step (training, validation, score): the best checkpoints, early stopping
   kUser,          ///< added by whoever drives the Trainer (Trainer::add_callback)
   kReplicas,      ///< before the checkpoint: diverged replicas fail the run before rank 0's copy is saved
@@ -156,10 +160,15 @@ class Callbacks {
   }
   template <class Point, class... Args>
   void call(Point point, FitState& fit, Args&&... args) {
-    for (auto& [slot, cb] : list_) ((*cb).*point)(fit, args...);
+    for (auto& [slot, cb] : list_) {
+      const Profile::Scope timed(profile_, Profile::callback_row(int(slot)));  // trainer.profiler
+      ((*cb).*point)(fit, args...);
+    }
   }
+  void set_profile(Profile* p) { profile_ = p; }
 
  private:
+  Profile* profile_ = nullptr;
   std::vector<std::pair<CallbackSlot, std::unique_ptr<Callback>>> list_;
 };
 
@@ -175,6 +184,11 @@ std::unique_ptr<Callback> rank_status_callback(FitState& fit);
 std::unique_ptr<Callback> metrics_callback();
 /// Rank 0: log_samples before training, every image step and at the end.
 std::unique_ptr<Callback> samples_callback();
+/// Rank 0, trainer.log_histograms_every_n_steps = n > 0: TensorBoard
+/// histograms of every parameter and its averaged gradient every n batches.
+std::unique_ptr<Callback> histograms_callback(int64_t every);
+/// Rank 0, trainer.log_throughput: samples/s, batches/s, FLOP/s and MFU in every row.
+std::unique_ptr<Callback> throughput_callback(FitState& fit);
 /// Rank 0: the progress bar or lines.
 std::unique_ptr<Callback> progress_callback();
 /// Every rank, world > 1: the replicas checked (a checksum per parameter,

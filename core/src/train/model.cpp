@@ -58,6 +58,7 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
     for (const auto& [key, t] : resumed_.extra)
       if (key.rfind(prefix, 0) == 0) state.emplace_back(key.substr(prefix.size()), t);
     exp_.system->load_extra_state(state, resumed_.global_step);
+    restore_accumulation();
   }
   if (cfg().trainer.cuda_graphs) {
     graphed_ = std::make_unique<Graphed>();
@@ -113,11 +114,15 @@ void Model::build_optimizers() {
     s.clip = options.gradient_clip_val;
     s.clip_by_norm = options.gradient_clip_algorithm == ClipAlgorithm::kNorm;
     s.log_norm = t.log_grad_norm;
+    s.accumulate = options.accumulate_grad_batches;
     const bool leaves =
         std::all_of(s.params.begin(), s.params.end(), [](const torch::Tensor& p) { return p.is_leaf(); });
     // Stepping during backward needs the gradients final as they arrive: not
-    // when DDP must average them first, nor when clipping or the logged norm needs all of them.
-    if (s.fused && !s.sync && s.clip == 0 && !s.log_norm && t.step_in_backward && leaves)
+    // when DDP must average them first, nor when clipping or the logged norm
+    // needs all of them (or the histograms), nor when later batches add to
+    // them (accumulation).
+    if (s.fused && !s.sync && s.clip == 0 && !s.log_norm && s.accumulate == 1 && t.log_histograms_every_n_steps == 0 &&
+        t.step_in_backward && leaves)
       s.in_backward = std::make_unique<AdamInBackward>(o.optimizer, s.params);
     slots_.push_back(std::move(s));
   }
@@ -171,6 +176,8 @@ void Model::check_parameters_owned() const {
   }
 }
 
+void Model::set_profile(Profile* p) { ctx_->set_profile(p); }
+
 std::map<std::string, torch::Tensor> Model::plugin_state(int64_t step) {
   std::map<std::string, torch::Tensor> out;
   const StateDict state = exp_.system->extra_state(step);
@@ -182,10 +189,89 @@ std::map<std::string, torch::Tensor> Model::plugin_state(int64_t step) {
   return out;
 }
 
+// ---- trainer.accumulate_grad_batches across a checkpoint -----------------------
+// An optimizer between steps holds gradients summed over its last micro
+// batches: they go into the checkpoint. With more ranks each rank's sum is
+// its own; they are averaged first (every rank continues from the average,
+// in this run too, so a resumed run continues bit for bit like this one),
+// and the k-th batch's all-reduce of (average + the rank's rest) gives the
+// same mean as without the checkpoint, up to the order of the sums.
+std::map<std::string, torch::Tensor> Model::accumulation_state() {
+  std::map<std::string, torch::Tensor> out;
+  const int world = accel_.dist().world_size;
+  for (auto& s : slots_) {
+    if (s.micro == 0 || s.micro >= s.accumulate) continue;
+    std::vector<torch::Tensor> grads;
+    for (auto& p : s.params) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grads.push_back(p.grad());
+    }
+    if (world > 1) {  // every rank has the same slots at the same micro count: the same collectives
+      torch::NoGradGuard no_grad;
+      std::vector<torch::Tensor> flat_parts;
+      for (const auto& g : grads) flat_parts.push_back(g.reshape({-1}));
+      torch::Tensor flat = torch::cat(flat_parts);
+      accel_.allreduce_sum(flat);
+      flat.div_(world);
+      int64_t at = 0;
+      for (auto& g : grads) {
+        g.copy_(flat.slice(0, at, at + g.numel()).view_as(g));
+        at += g.numel();
+      }
+    }
+    const std::string prefix = std::string(kAccumulationPrefix) + s.name + ".";
+    out[prefix + "micro"] = torch::tensor(s.micro, torch::kInt64);
+    for (size_t i = 0; i < grads.size(); ++i) out[prefix + std::to_string(i)] = grads[i].detach().cpu().clone();
+  }
+  return out;
+}
+
+void Model::restore_accumulation() {
+  for (auto& s : slots_) {
+    const std::string prefix = std::string(kAccumulationPrefix) + s.name + ".";
+    const auto micro = resumed_.extra.find(prefix + "micro");
+    if (micro == resumed_.extra.end()) continue;
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      const auto g = resumed_.extra.find(prefix + std::to_string(i));
+      if (g == resumed_.extra.end() || g->second.sizes() != s.params[i].sizes())
+        throw CheckpointError(cfg().trainer.resume + ": optimizer " + s.name + "'s accumulated gradient " +
+                              std::to_string(i) + " is missing or of another shape");
+      s.params[i].mutable_grad() = g->second.to(s.params[i].device(), s.params[i].scalar_type()).clone();
+    }
+    s.micro = micro->second.item<int64_t>();
+  }
+}
+
 std::vector<torch::Tensor> Model::parameters() const {
   std::vector<torch::Tensor> out;
   for (const auto& m : modules_)
     for (auto& p : m.module->parameters()) out.push_back(p.detach());
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Model::named_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& m : modules_)
+    for (const auto& p : m.module->named_parameters()) out.emplace_back(m.name + "." + p.key(), p.value().detach());
+  return out;
+}
+
+void Model::keep_gradients(bool on) {
+  for (auto& s : slots_) {
+    s.keep_grads = on;
+    s.kept.clear();
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Model::kept_gradients() const {
+  std::map<const void*, std::string> names;
+  for (const auto& [name, p] : named_parameters()) names[p.unsafeGetTensorImpl()] = name;
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& s : slots_)
+    for (size_t i = 0; i < s.kept.size() && i < s.params.size(); ++i) {
+      const auto it = names.find(s.params[i].unsafeGetTensorImpl());
+      if (s.kept[i].defined() && it != names.end()) out.emplace_back(it->second, s.kept[i]);
+    }
   return out;
 }
 
@@ -237,6 +323,9 @@ std::string Model::graphs_unavailable() const {
     if (!s.device_adam)
       return "optimizer '" + s.name + "' cannot be stepped inside a graph: " +
              (cfg().trainer.fused_adam ? DeviceAdam::why_not(*s.optimizer) : "trainer.fused_adam is false");
+    if (s.accumulate > 1)
+      return "optimizer '" + s.name + "' accumulates gradients over " + std::to_string(s.accumulate) +
+             " batches (accumulate_grad_batches), and a graph replays one whole step";
     if (s.clip > 0 && s.clip_by_norm)
       return "optimizer '" + s.name +
              "' clips gradients by norm, and LibTorch's clip_grad_norm_ reads the norm on the host (use "

@@ -45,14 +45,29 @@ class GANTRY_CORE_EXPORT Model {
   const std::vector<NamedModule>& modules() const { return modules_; }
   const std::vector<NamedOptimizer>& optimizers() const { return optimizers_; }
   std::vector<torch::Tensor> parameters() const;
+  /// Every parameter by name, "<module>.<parameter>".
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
+  /// trainer.log_histograms_every_n_steps: copy each optimizer's averaged
+  /// gradients at its next step (before clipping), or stop (and drop them).
+  void keep_gradients(bool on);
+  /// The copies, by parameter name, of the optimizers that stepped since keep_gradients(true).
+  std::vector<std::pair<std::string, torch::Tensor>> kept_gradients() const;
   std::vector<torch::Tensor> buffers() const;
 
   void set_image_sink(ImageSink sink) { image_sink_ = std::move(sink); }
+  /// trainer.profiler: the step context times backward, the all-reduce's wait and the step.
+  void set_profile(Profile* p);
 
   /// The plugin's extra_state() at `step` (empty for a 1.0 plugin), under the
   /// trainer_state keys it is saved as ("plugin.<name>").
   std::map<std::string, torch::Tensor> plugin_state(int64_t step);
   static constexpr const char* kPluginStatePrefix = "plugin.";
+  /// The gradients of optimizers between two accumulated steps
+  /// (trainer.accumulate_grad_batches), as trainer_state entries
+  /// "accumulate.<name>.micro" and "accumulate.<name>.<i>"; averaged over
+  /// the ranks first (a collective: call it on every rank).
+  std::map<std::string, torch::Tensor> accumulation_state();
+  static constexpr const char* kAccumulationPrefix = "accumulate.";
 
   /// Every module in eval mode and no grad while it lives (then train mode again).
   class EvalScope {
@@ -86,6 +101,7 @@ class GANTRY_CORE_EXPORT Model {
   void build_modules();
   void build_optimizers();
   void check_parameters_owned() const;
+  void restore_accumulation();  // a resume's accumulation_state() back into the slots
   void set_train(bool train);
   void eager_step(const Batch& batch, const TrainState& state);
   // trainer.cuda_graphs (docs/cuda.md): why this run cannot capture its step ("" if it can).

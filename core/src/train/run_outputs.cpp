@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "io/files.hpp"
@@ -26,6 +27,44 @@ std::vector<std::string> resumed_columns(const TrainState& state) {
   const torch::Tensor bytes = it->second.contiguous();
   const std::string joined(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), size_t(bytes.numel()));
   return joined.empty() ? std::vector<std::string>{} : split_csv_line(joined);
+}
+
+// TensorBoard's HParams of a run: every key the config sets (a sweep's axes,
+// even at a point that equals the default) or whose value differs from the
+// default (the plugin's system.* keys), but those that say where or how the
+// run is shown rather than what it trains; each a number, true/false or text.
+std::vector<TfEventsWriter::HParam> hparams_of(const ExperimentConfig& cfg) {
+  std::map<std::string, std::string> values;
+  for (const ConfigChange& c : config_changes(ExperimentConfig{}, cfg))
+    if (c.after != "(unset)") values[c.key] = c.after;
+  for (const auto& [key, where] : cfg.origins) {
+    if (values.count(key)) continue;
+    try {
+      values[key] = cfg.value_text(key);
+    } catch (const std::exception&) {  // not a single value (a whole section): its keys are listed one by one
+    }
+  }
+  std::vector<TfEventsWriter::HParam> out;
+  for (const auto& [k, text] : values) {
+    if (k == "name" || k == "trainer.out_dir" || k == "trainer.resume" || k == "trainer.progress" ||
+        k.rfind("monitor.", 0) == 0 || k.rfind("slurm.", 0) == 0 || text.empty())
+      continue;
+    TfEventsWriter::HParam p;
+    p.name = k;
+    char* end = nullptr;
+    const double number = std::strtod(text.c_str(), &end);
+    if (text == "true" || text == "false") {
+      p.kind = TfEventsWriter::HParam::Kind::kBool;
+      p.flag = text == "true";
+    } else if (end && *end == '\0') {
+      p.kind = TfEventsWriter::HParam::Kind::kNumber;
+      p.number = number;
+    } else {
+      p.text = text;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace
@@ -60,6 +99,9 @@ RunOutputs::RunOutputs(const FitState& fit, int64_t batch_size_all_ranks)
   info.start_time = unix_time();
   info.total_steps = fit.total_steps;
   stream_.run_info(std::move(info));
+  // The run in TensorBoard's HParams tab, its scalars the metrics (a sweep's
+  // points side by side); a resumed run starts a session of its own there.
+  stream_.tensorboard().hparams_start(hparams_of(cfg), "", unix_time());
   if (fit.state.global_step > 0)  // clients drop points after this step that came before it
     stream_.event("resumed", fit.state.global_step, unix_time(), "resumed from " + cfg.trainer.resume);
 }
@@ -88,6 +130,8 @@ void RunOutputs::image(const std::string& tag, int64_t step, const torch::Tensor
 
 void RunOutputs::event(const std::string& kind, int64_t step, const std::string& text) {
   stream_.event(kind, step, unix_time(), text);
+  // The HParams session's end: a stopped or requeued run goes on later.
+  if (kind == "finished" || kind == "failed") stream_.tensorboard().hparams_end(kind == "finished", unix_time());
 }
 
 void RunOutputs::flush_metrics(TrainState& state) {

@@ -43,14 +43,24 @@ void StepContextImpl::backward(OptimizerSlot& slot, const torch::Tensor& loss, c
   // without having to call it before the forward).
   AutocastScope paused(device_, bf16_, AutocastScope::Mode::kOff);
   if (slot.in_backward) {
+    const Profile::Scope timed(profile_, Profile::kBackward);  // and the step, as backward reaches each parameter
     slot.in_backward->backward_and_step(loss);
     if (bf16_) autocast_weights_changed();
     return;
   }
-  if (slot.sync) {
+  // Accumulation: the k losses' mean, summed into the gradients; only the k-th
+  // backward all-reduces (the Reducer's hooks do nothing without prepare(),
+  // as under DDP's no_sync), averaging what every rank summed.
+  const torch::Tensor scaled = slot.accumulate > 1 ? loss / static_cast<double>(slot.accumulate) : loss;
+  const bool last = ++slot.micro >= slot.accumulate;
+  if (slot.sync && last) {
     slot.sync->prepare();  // its hooks all-reduce these gradients during backward
     try {
-      loss.backward({}, c10::nullopt, false, slot.params);
+      {
+        const Profile::Scope timed(profile_, Profile::kBackward);
+        scaled.backward({}, c10::nullopt, false, slot.params);
+      }
+      const Profile::Scope timed(profile_, Profile::kAllReduce);
       slot.sync->finish();  // the shared-memory exchange; Gloo's ran during backward
     } catch (const std::exception& e) {
       const std::string silent = slot.sync->silent_ranks();
@@ -60,11 +70,19 @@ void StepContextImpl::backward(OptimizerSlot& slot, const torch::Tensor& loss, c
                   "): " + error_text(e));
     }
   } else {
-    loss.backward({}, c10::nullopt, false, slot.params);
+    const Profile::Scope timed(profile_, Profile::kBackward);
+    scaled.backward({}, c10::nullopt, false, slot.params);
   }
 }
 
 void StepContextImpl::step(OptimizerSlot& slot) {
+  if (slot.accumulate > 1 && slot.micro < slot.accumulate) return;  // accumulating: the k-th call steps
+  slot.micro = 0;
+  const Profile::Scope timed(profile_, Profile::kOptimizer);
+  if (slot.keep_grads) {  // for the histograms: the averaged gradients, before clipping
+    slot.kept.clear();
+    for (const auto& p : slot.params) slot.kept.push_back(p.grad().defined() ? p.grad().detach().clone() : p.grad());
+  }
   if (slot.log_norm) {  // the averaged gradients' total 2-norm, before clipping (on the device: no host read)
     std::vector<torch::Tensor> norms;
     for (const auto& p : slot.params)

@@ -14,6 +14,7 @@
 #include "dist/distributed.hpp"
 #include "gantry/core_export.hpp"
 #include "optim/fused_adam.hpp"
+#include "train/profile.hpp"
 #include "gantry/system.hpp"
 
 namespace gantry {
@@ -30,6 +31,10 @@ struct OptimizerSlot {
   double clip = 0;                              // optimizers.<name>.gradient_clip_val (0: none), after the DDP average
   bool clip_by_norm = true;                     // norm: total 2-norm; else each element to [-clip, clip]
   bool log_norm = false;                        // trainer.log_grad_norm: log grad_norm_<name> before clipping
+  int64_t accumulate = 1;           // optimizers.<name>.accumulate_grad_batches: backward calls summed per step
+  int64_t micro = 0;                // backward calls summed in the gradients since the last step
+  bool keep_grads = false;          // trainer.log_histograms_every_n_steps: copy the next step's gradients
+  std::vector<torch::Tensor> kept;  // those copies (averaged, before clipping), by params' order
 };
 
 /// A value the plugin logged this step (ctx.log).
@@ -58,7 +63,9 @@ class GANTRY_CORE_EXPORT StepContextImpl final : public StepContext {
   const std::vector<LoggedValue>& values() const { return values_; }
 
   /// Backward into the named optimizer's parameters only, the gradient
-  /// all-reduce (world > 1), the step, zero_grad(set_to_none).
+  /// all-reduce (world > 1), the step, zero_grad(set_to_none). With
+  /// accumulation (slot.accumulate = k > 1): each loss divided by k, its
+  /// gradients summed; the all-reduce and the step only on the k-th call.
   void optimize(const std::string& name, const torch::Tensor& loss) override;
   void log(const std::string& name, const torch::Tensor& value, bool sync) override;
   void log(const std::string& name, double value, bool sync) override;
@@ -78,6 +85,8 @@ class GANTRY_CORE_EXPORT StepContextImpl final : public StepContext {
   /// trainer.precision=bf16-mixed: backward runs with autocast paused, and a
   /// step drops autocast's cached bf16 weights.
   void set_bf16(bool on) { bf16_ = on; }
+  /// trainer.profiler: backward, the all-reduce's wait and the step are timed (null: off).
+  void set_profile(Profile* p) { profile_ = p; }
   /// What next_batch() draws from (the loop's loader); null outside training_step.
   void set_batch_source(std::function<std::optional<Batch>()> source) { batch_source_ = std::move(source); }
 
@@ -113,6 +122,7 @@ class GANTRY_CORE_EXPORT StepContextImpl final : public StepContext {
   std::function<std::optional<Batch>()> batch_source_;
   int64_t step_ = 0, epoch_ = 0;
   bool bf16_ = false;
+  Profile* profile_ = nullptr;
   std::vector<LoggedValue> values_;
   std::string stop_request_;
   enum : unsigned { kReadStep = 1, kReadEpoch = 2, kReadBatch = 4 };

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "gantry/errors.hpp"
@@ -22,6 +23,7 @@
 #include "optim/ema.hpp"
 #include "train/fit_stop.hpp"
 #include "train/model.hpp"
+#include "train/profile.hpp"
 #include "train/resume.hpp"
 #include "train/run_outputs.hpp"
 #include "train/stop_agreement.hpp"
@@ -37,6 +39,7 @@ struct Trainer::Impl {
   std::unique_ptr<RunOutputs> out;                        // rank 0
   std::vector<std::unique_ptr<Callback>> user_callbacks;  // for the next fit (Trainer::add_callback)
   std::vector<ConfigChange> resume_changes;               // the resume's config against its checkpoint's
+  std::unique_ptr<Profile> profile;                       // trainer.profiler (null: none)
 
   const ExperimentConfig& cfg() const { return model->cfg(); }
 
@@ -50,6 +53,11 @@ struct Trainer::Impl {
     lo.rank = accel->dist().rank;
     lo.world_size = accel->dist().world_size;
     lo.pin_memory = accel->pin_memory();
+    // trainer.overfit_batches: the same first batches every epoch, unshuffled;
+    // else trainer.limit_train_batches of each epoch's.
+    const auto& t = cfg().trainer;
+    lo.limit = t.overfit_batches.none() ? t.limit_train_batches : t.overfit_batches;
+    if (!t.overfit_batches.none()) lo.shuffle = false;
     return lo;
   }
 
@@ -127,8 +135,11 @@ struct Trainer::Impl {
   }
 
   LoaderOptions val_options(LoaderOptions lo) const {
+    const auto& t = cfg().trainer;
     lo.shuffle = false;
     lo.drop_last = false;
+    // trainer.limit_val_batches; overfitting validates on at most as many batches as it trains on.
+    lo.limit = t.overfit_batches.none() || !t.limit_val_batches.all() ? t.limit_val_batches : t.overfit_batches;
     return lo;
   }
 
@@ -183,15 +194,22 @@ struct Trainer::Impl {
                                    double high) { out->image(tag, step, images, low, high); });
     }
     Callbacks callbacks;  // called in the order of their slots (callback.hpp says why each is where)
+    profile.reset();
+    if (t.profiler != ProfilerKind::kNone) profile = std::make_unique<Profile>(t.profiler == ProfilerKind::kSimple);
+    callbacks.set_profile(profile.get());
+    model->set_profile(profile.get());
     using Slot = CallbackSlot;
     if (ema) callbacks.add(Slot::kEma, ema_callback());
     callbacks.add(Slot::kRankStatus, rank_status_callback(fit));
     if (out) callbacks.add(Slot::kSamples, samples_callback());
     callbacks.add(Slot::kLrSchedulers, std::move(lr_schedulers));
+    if (out && t.log_throughput) callbacks.add(Slot::kThroughput, throughput_callback(fit));
     if (out) callbacks.add(Slot::kMetrics, metrics_callback());
     if (out) callbacks.add(Slot::kProgress, progress_callback());
     if (val_loader) callbacks.add(Slot::kValidation, validation_callback(std::move(val_loader)));
     if (quality) callbacks.add(Slot::kQuality, std::move(quality));
+    if (out && t.log_histograms_every_n_steps > 0)
+      callbacks.add(Slot::kHistograms, histograms_callback(t.log_histograms_every_n_steps));
     if (!cfg().checkpoint.monitor.empty() || !cfg().early_stopping.monitor.empty())
       callbacks.add(Slot::kMonitored, monitored_callback(fit));
     for (auto& cb : user_callbacks) callbacks.add(Slot::kUser, std::move(cb));
@@ -201,6 +219,7 @@ struct Trainer::Impl {
     try {
       return loop(fit, loader, callbacks);
     } catch (const std::exception& e) {
+      Profile::set_tracing(false);  // a trace's profiler stopped with the loop
       callbacks.call(&Callback::on_exception, fit, e);
       if (out) {
         out->event("failed", fit.state.global_step, e.what());
@@ -252,25 +271,57 @@ struct Trainer::Impl {
     auto record_time = [&] { s.extra[kFitTimeKey] = torch::tensor(time_before + elapsed(), torch::kFloat64); };
     auto every = [&](int64_t n) { return n > 0 && s.global_step % n == 0; };
 
+    Profile* const prof = profile.get();
+    // trainer.profiler=trace: rank 0's steps [profile_first_step, + profile_steps).
+    std::unique_ptr<OpProfiler> tracer;
+    int64_t trace_from = -1;
+    bool traced = !accel->is_zero() || t.profiler != ProfilerKind::kTrace;
+    auto end_trace = [&] {
+      if (!tracer) return;
+      Profile::set_tracing(false);
+      char name[96];
+      std::snprintf(name, sizeof name, "trace_steps_%ld-%ld.json", long(trace_from), long(s.global_step));
+      const std::string path = (fs::path(run_dir) / name).string();
+      const OpProfiler::Result r = tracer->stop(path);
+      tracer.reset();
+      std::printf(
+          "profiler: steps [%ld, %ld) of rank 0 traced (%ld events) into %s (open it in "
+          "https://ui.perfetto.dev or chrome://tracing)\n",
+          long(trace_from), long(s.global_step), long(r.events), path.c_str());
+    };
+
     callbacks.call(&Callback::on_fit_start, fit);
     const int64_t first_step = s.global_step;
     stop.at_start(s);
     while (!stop.done()) {
       loader.start_epoch(s.epoch, s.batch_in_epoch);
       while (!stop.done()) {
-        auto batch = loader.next();
+        if (!traced && s.global_step >= t.profile_first_step) {
+          traced = true;
+          trace_from = s.global_step;
+          tracer = std::make_unique<OpProfiler>(false, accel->device().is_cuda());
+          Profile::set_tracing(true);
+        }
+        std::optional<Batch> batch;
+        {
+          const Profile::Scope timed(prof, Profile::kData);
+          batch = loader.next();
+          if (batch) accel->to_device(*batch);
+        }
         if (!batch) break;
-        accel->to_device(*batch);
         if (buffers_every_step) accel->broadcast(buffers);
         callbacks.call(&Callback::on_batch_start, fit);
         ++s.batch_in_epoch;  // batches drawn from this epoch (ctx.next_batch draws more)
+        std::optional<Profile::Scope> step_timed(std::in_place, prof, Profile::kTrainingStep);
         const std::vector<LoggedValue>& logged = model->training_step(*batch, s, [&]() -> std::optional<Batch> {
+          const Profile::Scope timed(prof, Profile::kNextBatch);
           auto more = loader.next();
           if (!more) return std::nullopt;
           accel->to_device(*more);
           ++s.batch_in_epoch;
           return more;
         });
+        step_timed.reset();
         ++s.global_step;
         pending.push_back({s.global_step, logged});
         if (std::string asked = model->take_stop_request(); !asked.empty()) {  // ctx.request_stop (ABI 1.3)
@@ -284,10 +335,12 @@ struct Trainer::Impl {
         // Read now when a callback needs the values (the same batches on every
         // rank: the sync all-reduce is a collective), or always (CPU default).
         const bool read_now = !defer || every(t.log_every_n_steps) || image_due || ckpt_due || max_steps_reached;
+        std::optional<Profile::Scope> sync_timed(std::in_place, prof, Profile::kSync);
         const std::string bad = read_now ? read_pending(pending, fit) : "";
         const std::string wish = stop.wish(s, time_before + elapsed());  // why this rank wants to stop ("" if not)
         const StopAgreement::Verdict agreed =
             agreement.agree(wish.empty() ? 0 : stop.wish_code(accel->dist().rank), bad);
+        sync_timed.reset();
         if (agreed.bad_metric) fail_on_bad_metric(fit, agreement);
         fit.agreed_wish = agreed.wish;
         if ((image_due || ckpt_due) && !buffers_every_step) accel->broadcast(buffers);  // rank 0's, for readers
@@ -300,6 +353,7 @@ struct Trainer::Impl {
         }
         stop.after_batch(agreed.stop, max_steps_reached, agreed.wish);
         if (!fit.stop_now.empty()) stop.now(fit.stop_now);  // early stopping: every rank alike
+        if (tracer && s.global_step >= trace_from + t.profile_steps) end_trace();
       }
       if (s.batch_in_epoch >= fit.per_epoch) {  // the epoch is complete
         // Epoch-end callbacks (validation, rows) see every batch's values.
@@ -313,6 +367,7 @@ struct Trainer::Impl {
         stop.after_epoch(s);
       }
     }
+    end_trace();  // the fit ended inside the traced steps
     settle(fit, agreement, pending);
     FitResult result;
     result.seconds = elapsed();
@@ -323,6 +378,14 @@ struct Trainer::Impl {
     accel->broadcast(buffers);  // a collective: every rank has published its final status
     record_time();
     callbacks.call(&Callback::on_fit_end, fit);
+    if (profile && profile->timing()) {  // a collective: every rank's rows to rank 0
+      const std::string table = profile->report(*accel, model->system().hook_times(), elapsed());
+      if (out) {
+        std::fputs(table.c_str(), stdout);
+        write_file_atomic((fs::path(run_dir) / "profile.txt").string(), table);
+        std::printf("profile: %s\n", (fs::path(run_dir) / "profile.txt").c_str());
+      }
+    }
     result.stop_signal = stop_requested();
     if (out) {
       const int sig = result.stop_signal;
@@ -333,6 +396,8 @@ struct Trainer::Impl {
       out->flush();
     }
     result.state = s;
+    result.hook_times = model->system().hook_times();
+    if (fit.checkpoint_writes.calls) result.hook_times["(checkpoint writes)"] = fit.checkpoint_writes;
     result.last_values = fit.values;
     result.last_checkpoint = fit.last_checkpoint;
     return result;

@@ -1,6 +1,7 @@
 // The training loop: Lightning's Trainer.fit for one System.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,6 +23,9 @@ struct FitResult {
   int stop_signal = 0;                                      ///< the signal that stopped it early, or 0
   std::string stop_reason;  ///< what ended it: "trainer.max_steps=1500 reached", "signal 15", ...
   int64_t steps_run = 0;    ///< batches trained by this fit (a resumed run's own, not the total)
+  /// This rank's calls into the plugin by hook (PluginSystem::hook_times),
+  /// and "(checkpoint writes)": write_checkpoint's.
+  std::map<std::string, HookTime> hook_times;
 };
 
 /// Every check `gantry train` makes of the system before step 1 that needs no

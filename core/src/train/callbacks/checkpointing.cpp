@@ -4,10 +4,12 @@
 // run directory) and keeps the newest checkpoint.keep_last. The best ones by
 // a metric (checkpoint.monitor) are written by the monitored-metric callback
 // with the same write_checkpoint.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
 #include "train/callback.hpp"
+#include "train/model.hpp"
 #include "train/run_outputs.hpp"
 
 namespace fs = std::filesystem;
@@ -15,8 +17,23 @@ namespace fs = std::filesystem;
 namespace gantry {
 
 std::string write_checkpoint(FitState& fit, const std::string& file_name) {
+  const auto start = std::chrono::steady_clock::now();
+  struct Timed {
+    HookTime& into;
+    std::chrono::steady_clock::time_point start;
+    ~Timed() {
+      ++into.calls;
+      into.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  } timed{fit.checkpoint_writes, start};
   const std::vector<torch::Tensor> rng = fit.accel.gather_rng_states();
   const std::vector<torch::Tensor> cuda_rng = fit.accel.gather_cuda_rng_states();
+  // Gradients summed toward an accumulated step (every rank: a collective);
+  // a resumed run's older ones are not carried on.
+  auto& extra = fit.state.extra;
+  for (auto it = extra.begin(); it != extra.end();)
+    it = it->first.rfind(Model::kAccumulationPrefix, 0) == 0 ? extra.erase(it) : std::next(it);
+  for (auto& [key, t] : fit.model.accumulation_state()) extra[key] = t;
   if (!fit.out) return "";
   for (auto& [key, t] : fit.model.plugin_state(fit.state.global_step))
     fit.state.extra[key] = t;         // the plugin's extra_state() (ABI 1.1)

@@ -71,6 +71,7 @@ class MonitoredCallback final : public Callback {
     // A validation or score row of this step (their callbacks run before this one).
     if (every(c.trainer.val_every_n_steps) || every(c.metrics.quality_every_n_steps)) check(fit);
   }
+  void on_fit_start(FitState& fit) override { check(fit); }  // a fresh run's score before step 1
   void on_log_step(FitState& fit) override { check(fit); }
   void on_epoch_end(FitState& fit) override { check(fit); }
   void on_train_end(FitState& fit) override { check(fit); }
