@@ -78,20 +78,6 @@ struct CommandResult {
   std::string err;  ///< stderr
 };
 
-/// Runs the gantry CLI with `args` (shell-quoted by the caller) in `cwd`.
-/// `env`: assignments put before the command ("LD_PRELOAD=...").
-inline CommandResult run_gantry(const std::string& args, const std::string& cwd = ".", const std::string& env = "") {
-  TempDir io;
-  const std::string cmd = "cd '" + cwd + "' && " + env + " '" + std::string(GANTRY_BIN) + "' " + args + " >'" +
-                          (io / "out") + "' 2>'" + (io / "err") + "' </dev/null";
-  const int status = std::system(cmd.c_str());
-  CommandResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_text(io / "out");
-  r.err = read_text(io / "err");
-  return r;
-}
-
 /// Runs a shell command line; its exit code, stdout and stderr.
 inline CommandResult run_command(const std::string& command) {
   TempDir io;
@@ -102,6 +88,12 @@ inline CommandResult run_command(const std::string& command) {
   r.out = read_text(io / "out");
   r.err = read_text(io / "err");
   return r;
+}
+
+/// Runs the gantry CLI with `args` (shell-quoted by the caller) in `cwd`.
+/// `env`: assignments put before the command ("LD_PRELOAD=...").
+inline CommandResult run_gantry(const std::string& args, const std::string& cwd = ".", const std::string& env = "") {
+  return run_command("cd '" + cwd + "' && " + env + " '" + std::string(GANTRY_BIN) + "' " + args);
 }
 
 /// The message of the gantry::ConfigError `f` throws ("" when it throws none).

@@ -264,8 +264,9 @@ void Model::keep_gradients(bool on) {
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Model::kept_gradients() const {
-  std::map<const void*, std::string> names;
-  for (const auto& [name, p] : named_parameters()) names[p.unsafeGetTensorImpl()] = name;
+  std::map<const void*, std::string> names;  // the modules' own tensors (a detached copy is another TensorImpl)
+  for (const auto& m : modules_)
+    for (const auto& p : m.module->named_parameters()) names[p.value().unsafeGetTensorImpl()] = m.name + "." + p.key();
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& s : slots_)
     for (size_t i = 0; i < s.kept.size() && i < s.params.size(); ++i) {
