@@ -6,6 +6,7 @@
 //   gantry plugins                            list the plugins found, with their manifests
 //   gantry keys                               every config key: values, default, meaning
 //   gantry sample --checkpoint PATH [-n 64] [-o grid.png] [--labels 0,1,2] [--rows R]
+//   gantry serve CHECKPOINT|RUN_DIR [--port P] [--token T] [--max-batch 32]   the system over HTTP
 #include <CLI/CLI.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
@@ -104,6 +105,26 @@ int main(int argc, char** argv) {
                    "Rows of the grid (default: the run's trainer.grid_rows; 0 there: 8 images a row)")
       ->check(CLI::Range(1, 4096));
 
+  engine::ServeOptions sv;
+  auto* serve = app.add_subcommand("serve", "Serve a trained system over HTTP: noise in, images out (docs/serve.md)");
+  serve->add_option("checkpoint", sv.checkpoint, "A checkpoint, or a run or experiment directory")->required();
+  serve->add_option("--host", sv.host, "Address to bind (default 127.0.0.1)");
+  serve->add_option("--port", sv.port, "Port (0: a free one, printed)")->check(CLI::Range(0, 65535));
+  serve->add_option("--token", sv.token, "Require Authorization: Bearer TOKEN");
+  serve->add_option("--plugin", sv.plugin, "The plugin (path or name) instead of the recorded one");
+  serve->add_option("--max-batch", sv.max_batch, "Rows of one forward (dynamic batching; 1: off)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  serve->add_option("--max-wait-ms", sv.max_wait_ms, "How long a request waits for others to batch with")
+      ->check(CLI::Range(int64_t(0), int64_t(60000)));
+  serve->add_option("--max-n", sv.max_n, "Rows one request may ask for")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  serve->add_option("--max-queue", sv.max_queue, "Requests waiting before 503")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  serve->add_option("--workers", sv.workers, "Inference threads")->check(CLI::Range(1, 64));
+  serve->add_option("--threads", sv.threads, "Intra-op threads (0: LibTorch's default)")->check(CLI::Range(0, 1024));
+  serve->add_option("--timeout", sv.timeout_s, "Seconds of a connection's read/write timeout")
+      ->check(CLI::Range(1, 3600));
+
   CLI11_PARSE(app, argc, argv);
   return engine::run_command([&]() -> int {
     if (*train) return engine::train(config, overrides);
@@ -132,6 +153,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*sample) return engine::sample(sa);
+    if (*serve) return engine::serve(sv);
     return 0;
   });
 }
