@@ -73,7 +73,7 @@ struct ServeOptions {
   std::string token;               ///< when set: "Authorization: Bearer TOKEN" on every route but the probes
   std::string plugin;              ///< a plugin (path or name) instead of the recorded one
   int64_t max_batch = 32;          ///< rows of one forward (dynamic batching; 1: off)
-  int64_t max_wait_ms = 5;         ///< how long the first request waits for others
+  int64_t max_wait_ms = 0;         ///< how long the first request waits for others (0: what is queued)
   int64_t max_n = 4096;            ///< rows one request may ask for
   int64_t max_queue = 1024;        ///< requests waiting; beyond: 503 with Retry-After
   uint64_t max_body = 64u << 20;   ///< bytes of a request body; beyond: 413
