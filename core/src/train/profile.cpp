@@ -10,10 +10,9 @@
 #include <cstdio>
 #include <fstream>
 
+#include <torch/csrc/autograd/profiler_legacy.h>
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/autograd/profiler_kineto.h>
-#else
-#include <torch/csrc/autograd/profiler_legacy.h>
 #endif
 
 #if GANTRY_WITH_CUDA && __has_include(<nvtx3/nvToolsExt.h>)
@@ -177,46 +176,33 @@ std::string Profile::report(Accelerator& accel, const std::map<std::string, Hook
 }
 
 // ---- LibTorch's profiler ----
+//
+// The legacy profiler (both versions) counts FLOPs and writes 1.13's traces;
+// on 2.x a trace is Kineto's. Kineto is not used for the FLOP count: in a
+// CUDA build on a machine without a GPU its start-up failed to query the
+// devices and, about one run in four, corrupted the heap (SIGABRT in
+// Throughput.RowsHoldSamplesFlopsAndMfuOnTwoRanks).
 
-#if TORCH_VERSION_MAJOR >= 2
 namespace tp = torch::profiler::impl;
 namespace ap = torch::autograd::profiler;
 
 struct OpProfiler::Impl {
   bool on = false;
+  bool kineto = false;
 };
 
 OpProfiler::OpProfiler(bool flops, bool cuda) : impl_(std::make_unique<Impl>()) {
-  const tp::ProfilerConfig config(tp::ProfilerState::KINETO, /*report_input_shapes=*/flops, /*profile_memory=*/false,
-                                  /*with_stack=*/false, /*with_flops=*/flops);
-  std::set<tp::ActivityType> activities{tp::ActivityType::CPU};
-  if (cuda) activities.insert(tp::ActivityType::CUDA);
-  ap::prepareProfiler(config, activities);
-  ap::enableProfiler(config, activities);
-  impl_->on = true;
-}
-
-OpProfiler::Result OpProfiler::stop(const std::string& path) {
-  Result r;
-  if (!impl_->on) return r;
-  impl_->on = false;
-  const std::unique_ptr<ap::ProfilerResult> result = ap::disableProfiler();
-  for (const auto& e : result->events()) {
-    r.flops += double(e.flops());
-    ++r.events;
+#if TORCH_VERSION_MAJOR >= 2
+  if (!flops) {
+    const tp::ProfilerConfig config(tp::ProfilerState::KINETO);
+    std::set<tp::ActivityType> activities{tp::ActivityType::CPU};
+    if (cuda) activities.insert(tp::ActivityType::CUDA);
+    ap::prepareProfiler(config, activities);
+    ap::enableProfiler(config, activities);
+    impl_->kineto = impl_->on = true;
+    return;
   }
-  if (!path.empty()) result->save(path);
-  return r;
-}
-#else
-namespace tp = torch::profiler::impl;
-namespace ap = torch::autograd::profiler;
-
-struct OpProfiler::Impl {
-  bool on = false;
-};
-
-OpProfiler::OpProfiler(bool flops, bool) : impl_(std::make_unique<Impl>()) {
+#endif
   ap::enableProfilerLegacy(tp::ProfilerConfig(tp::ProfilerState::CPU, /*report_input_shapes=*/flops,
                                               /*profile_memory=*/false, /*with_stack=*/false, /*with_flops=*/flops));
   impl_->on = true;
@@ -226,6 +212,17 @@ OpProfiler::Result OpProfiler::stop(const std::string& path) {
   Result r;
   if (!impl_->on) return r;
   impl_->on = false;
+#if TORCH_VERSION_MAJOR >= 2
+  if (impl_->kineto) {
+    const std::unique_ptr<ap::ProfilerResult> result = ap::disableProfiler();
+    for (const auto& e : result->events()) {
+      r.flops += double(e.flops());
+      ++r.events;
+    }
+    if (!path.empty()) result->save(path);
+    return r;
+  }
+#endif
   ap::thread_event_lists lists = ap::disableProfilerLegacy();
   std::vector<ap::LegacyEvent*> events;
   for (auto& list : lists)
@@ -243,7 +240,6 @@ OpProfiler::Result OpProfiler::stop(const std::string& path) {
   }
   return r;
 }
-#endif
 
 OpProfiler::~OpProfiler() {
   try {
