@@ -6,7 +6,7 @@
 //   gantry plugins                            list the plugins found, with their manifests
 //   gantry keys                               every config key: values, default, meaning
 //   gantry sample --checkpoint PATH [-n 64] [-o grid.png] [--labels 0,1,2] [--rows R]
-//   gantry serve CHECKPOINT|RUN_DIR [--port P] [--token T] [--max-batch 32]   the system over HTTP
+//   gantry serve CHECKPOINT|RUN_DIR [--port P] [--token T] [--max-batch 32] [--watch]   the system over HTTP
 #include <CLI/CLI.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdio>
@@ -124,6 +124,11 @@ int main(int argc, char** argv) {
   serve->add_option("--threads", sv.threads, "Intra-op threads (0: LibTorch's default)")->check(CLI::Range(0, 1024));
   serve->add_option("--timeout", sv.timeout_s, "Seconds of a connection's read/write timeout")
       ->check(CLI::Range(1, 3600));
+  serve->add_option("--request-timeout-ms", sv.request_timeout_ms, "A request not answered by then is 504 (0: never)")
+      ->check(CLI::Range(int64_t(0), int64_t(3600000)));
+  serve->add_flag("--watch", sv.watch, "Swap in a newer checkpoint of the run or experiment directory as it appears");
+  serve->add_option("--watch-interval-ms", sv.watch_interval_ms, "How often --watch looks (default 1000)")
+      ->check(CLI::Range(int64_t(10), int64_t(3600000)));
 
   CLI11_PARSE(app, argc, argv);
   return engine::run_command([&]() -> int {

@@ -5,8 +5,11 @@
 # single-row requests sent at once (gathered by the dynamic batcher) equals
 # one 48-row request within float32 rounding; 200 concurrent requests all
 # answered; malformed requests are a 4xx naming the fault and the server
-# serves on; a bearer token is required when set; SIGTERM while requests are
-# in flight answers them all and exits 0.
+# serves on (bad JSON, truncated bodies, conflicting lengths, bad headers,
+# bad queries); JSON in and out; pipelining; a stalled client stalls no one
+# else; a request timeout is 504; --watch swaps in the checkpoints of a run
+# training beside it with no failed request; a bearer token is required when
+# set; SIGTERM while requests are in flight answers them all and exits 0.
 #   serve_test.sh GANTRY CONFIG WORK_DIR
 set -euo pipefail
 gantry=$(realpath "$1") config=$(realpath "$2") work=$3
@@ -123,6 +126,44 @@ assert get("/healthz")[0] == 200
 print(f"malformed: {len(bad) + 1} bad requests, each a 4xx naming the fault; still serving")
 s, h, metrics = get("/metrics")
 assert 'gantry_serve_requests_total{route="/v1/forward",status="400"} 4' in metrics.decode(), metrics.decode()
+
+# JSON in and out for small N: the same rows as the .npy answer (%.9g is exact for float32).
+js = {"Content-Type": "application/json"}
+s, h, b = get("/v1/forward", json.dumps({"input": rows[:3]}).encode(), js)
+assert s == 200 and h["Content-Type"] == "application/json", (s, b[:200])
+answer = json.loads(b)
+assert answer["shape"] == [3, 1, 28, 28], answer["shape"]
+flat = [x for img in answer["output"] for ch in img for r in ch for x in r]
+flat = list(struct.unpack(f"<{len(flat)}f", struct.pack(f"<{len(flat)}f", *flat)))  # 9 digits name one float32
+s, h, b = get("/v1/forward", npy(rows[:3], (3, 100)))
+assert flat == list(from_npy(b)[1]), "JSON and .npy answers differ"
+assert h["X-Gantry-Step"] == "50" and h["X-Gantry-Checkpoint"].endswith("step_0000050.ckpt"), dict(h)
+s, h, b = get("/v1/forward", json.dumps(rows[:2]).encode(), js)  # a bare array works too
+assert s == 200 and json.loads(b)["shape"] == [2, 1, 28, 28]
+s, h, b = get("/v1/forward?format=png", npy(rows[:4], (4, 100)))
+assert s == 200 and b[:8] == b"\x89PNG\r\n\x1a\n", (s, b[:40])
+s, h, b = get("/v1/sample?n=2&seed=3&format=json")
+assert s == 200 and json.loads(b)["shape"] == [2, 1, 28, 28]
+print("JSON: a forward's JSON answer equals its .npy answer; format=png draws a grid")
+bad_json = [
+    (b'{"input": [[1, 2], [3]]}', "not rectangular"),
+    (b'{"input": [[0.5' + b"\xff" + b']]}', "not UTF-8 (byte 15)"),
+    (b'{"inputs": [[1]]}', 'unknown key \\"inputs\\"'),
+    (b'{"input": [[1e999]]}', "not a finite float32"),
+    (b'[[1, 2]] x', "something after the value"),
+    (b'[' * 20 + b']' * 20, "nested deeper than 8"),
+    (b'{"input": [[1, 2]]}', "takes [N, 100]"),
+    (b'', "an array expected"),
+]
+for body, words in bad_json:
+    s, h, b = get("/v1/forward", body, js)
+    assert s == 400 and words in b.decode(), (body[:40], s, b)
+for path, words in [("/v1/sample?n=2&n=3", "given twice"), ("/v1/sample?n=%zz", "%-escape"),
+                    ("/v1/sample?n=%31%36&format=npy", None)]:
+    s, h, b = get(path)
+    if words: assert s == 400 and words in json.loads(b)["error"], (path, s, b)
+    else: assert s == 200 and from_npy(b)[0] == (16, 1, 28, 28), (path, s)
+print(f"malformed JSON and queries: {len(bad_json) + 2} more, each a 400 naming the fault")
 PY
 
 # A truncated body (Content-Length larger than what is sent) and a body over the cap.
@@ -133,6 +174,47 @@ s.sendall(b"POST /v1/forward HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999
 reply = s.recv(4096).decode()
 assert reply.startswith("HTTP/1.1 413"), reply
 print("a body over the cap: 413")
+
+def exchange(raw, half_close=False):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+    s.sendall(raw)
+    if half_close: s.shutdown(socket.SHUT_WR)
+    reply = b""
+    while True:
+        try:
+            part = s.recv(65536)
+        except socket.timeout:
+            break
+        if not part: break
+        reply += part
+    return reply.decode(errors="replace")
+
+# A body shorter than its Content-Length, the client done sending.
+r = exchange(b"POST /v1/forward HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n\x93NUMPY", True)
+assert r.startswith("HTTP/1.1 400") and "malformed request" in r, r
+# Two Content-Lengths that disagree; a header line without a colon; a bad method.
+r = exchange(b"POST /v1/forward HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nabcdef")
+assert r.startswith("HTTP/1.1 400"), r
+r = exchange(b"GET /healthz HTTP/1.1\r\nHost x\r\n\r\n")
+assert r.startswith("HTTP/1.1 400"), r
+# Pipelined: three requests in one write, answered in order on one connection.
+r = exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/sample?n=1&format=npy HTTP/1.1\r\nHost: x\r\n\r\n"
+             b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+import re
+codes = re.findall(r"HTTP/1\.1 (\d{3}) ", r)  # each answer's status line follows the last body directly
+assert codes == ["200", "200", "404"], codes
+print("truncated body, conflicting Content-Length, a bad header: 400; three pipelined requests answered in order")
+
+# A client that sends half a request and stalls holds only its own socket.
+import time, urllib.request
+stalled = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+stalled.sendall(b"POST /v1/forward HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
+t = time.monotonic()
+for i in range(20):
+    assert urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/v1/sample?n=1&format=npy", timeout=10).status == 200
+assert time.monotonic() - t < 5, time.monotonic() - t
+stalled.close()
+print("a stalled client: 20 other requests answered meanwhile")
 PY
 
 # SIGTERM with requests in flight (read by the server, queued or in the
@@ -158,6 +240,88 @@ client=$!
 wait $client || { echo "FAIL: requests in flight at SIGTERM"; exit 1; }
 wait $pid || { echo "FAIL: gantry serve exited $? after SIGTERM: $(cat serve.log)"; exit 1; }
 grep -q "every request answered" serve.log || { echo "FAIL: $(cat serve.log)"; exit 1; }
+
+# A request timeout: 24 forwards of 1024 rows at once, computed one at a
+# time, each allowed 200 ms: the late ones are 504 naming the limit and are
+# not computed; the server serves on.
+serve --max-batch 1 --request-timeout-ms 200
+python3 - "$port" <<'PY'
+import json, sys, threading, time, urllib.request, urllib.error
+base = f"http://127.0.0.1:{sys.argv[1]}"
+codes = []
+def one(i):
+    try:
+        with urllib.request.urlopen(f"{base}/v1/sample?n=1024&seed={i}&format=npy", timeout=60) as r:
+            r.read(); codes.append(r.status)
+    except urllib.error.HTTPError as e:
+        assert e.code == 504 and "no answer within 200 ms" in json.loads(e.read())["error"], e.code
+        codes.append(504)
+threads = [threading.Thread(target=one, args=(i,)) for i in range(24)]
+for t in threads: t.start()
+for t in threads: t.join()
+def metric(name):
+    text = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    return int(float([l for l in text.splitlines() if l.startswith(name)][0].split()[-1]))
+while metric("gantry_serve_queue_depth") > 0: time.sleep(0.05)
+time.sleep(0.5)  # a forward begun before its request timed out ends
+forwards, timeouts = metric("gantry_serve_batch_rows_count"), metric("gantry_serve_timeouts_total")
+assert len(codes) == 24 and 504 in codes and timeouts == codes.count(504), (codes, timeouts)
+assert forwards + codes.count(504) >= 24 and forwards < 24, (forwards, codes)
+assert urllib.request.urlopen(base + "/healthz", timeout=10).status == 200
+print(f"request timeout: {codes.count(504)} of 24 were 504, {forwards} forwards computed; still serving")
+PY
+kill -TERM $pid; wait $pid
+
+# --watch under load: the experiment directory served while a resumed run
+# trains on; clients sending forwards back to back see no failed request, the
+# step in the answers' headers only rises, and the newest checkpoint is
+# swapped in (its /v1/sample then is gantry sample's of that checkpoint).
+"$gantry" serve runs/gan_fashion_mnist --port 0 --watch --watch-interval-ms 100 > serve.log 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+  port=$(sed -n 's|.* on http://127.0.0.1:\([0-9]*\) .*|\1|p' serve.log); [[ -n $port ]] && break; sleep 0.1
+done
+[[ -n $port ]] || { echo "FAIL: $(cat serve.log)"; exit 1; }
+python3 - "$port" > load.log 2>&1 <<'PY' &
+import http.client, struct, sys, threading, time, os
+header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 100), }"
+header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+body = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + struct.pack("<200f", *([0.1] * 200))
+results, stop = [], time.monotonic() + 60
+def client():
+    c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=30)
+    while time.monotonic() < stop and not os.path.exists("load.stop"):
+        c.request("POST", "/v1/forward", body=body)
+        r = c.getresponse(); r.read()
+        results.append((r.status, int(r.getheader("X-Gantry-Step", "-1"))))
+threads = [threading.Thread(target=client) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+bad = [s for s, _ in results if s != 200]
+steps = [st for _, st in results]
+print(len(results), len(bad), sorted(set(steps)))
+assert not bad, bad[:5]
+PY
+load=$!
+sleep 1
+"$gantry" train "$config" trainer.max_steps=100 trainer.resume=auto trainer.progress=none monitor.enabled=false >/dev/null
+for _ in $(seq 100); do grep -q "now serving .*step_0000100.ckpt" serve.log && break; sleep 0.1; done
+sleep 0.5; touch load.stop
+wait $load || { echo "FAIL: requests failed during the swap: $(cat load.log)"; exit 1; }
+read -r total failed steps < load.log
+grep -q "now serving .*step_0000100.ckpt (step 100; was" serve.log || { echo "FAIL: no swap: $(cat serve.log)"; exit 1; }
+ckpt100=runs/gan_fashion_mnist/latest/checkpoints/step_0000100.ckpt
+"$gantry" sample -c "$ckpt100" -n 16 --seed 7 -o sample100.png >/dev/null
+python3 - "$port" <<'PY'
+import json, sys, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+info = json.loads(urllib.request.urlopen(base + "/v1/info", timeout=10).read())
+assert info["step"] == 100 and info["swaps"] >= 1, info
+with urllib.request.urlopen(base + "/v1/sample?n=16&seed=7", timeout=10) as r:
+    assert r.read() == open("sample100.png", "rb").read() and r.headers["X-Gantry-Step"] == "100"
+PY
+echo "watch: $total forwards during the resumed run, $failed failed, steps seen $steps; then gantry sample's grid of step 100"
+kill -TERM $pid; wait $pid
 
 # A token: required on the API, not on the probes.
 serve --token s3cret

@@ -67,19 +67,22 @@ GANTRY_CORE_EXPORT int sample(const SampleOptions& options);
 
 /// `gantry serve` (docs/serve.md).
 struct ServeOptions {
-  std::string checkpoint;          ///< a checkpoint, or a run/experiment directory (best.ckpt, else the newest)
-  std::string host = "127.0.0.1";  ///< the address to bind
-  int port = 8080;                 ///< 0: a free port (printed)
-  std::string token;               ///< when set: "Authorization: Bearer TOKEN" on every route but the probes
-  std::string plugin;              ///< a plugin (path or name) instead of the recorded one
-  int64_t max_batch = 32;          ///< rows of one forward (dynamic batching; 1: off)
-  int64_t max_wait_ms = 0;         ///< how long the first request waits for others (0: what is queued)
-  int64_t max_n = 4096;            ///< rows one request may ask for
-  int64_t max_queue = 1024;        ///< requests waiting; beyond: 503 with Retry-After
-  uint64_t max_body = 64u << 20;   ///< bytes of a request body; beyond: 413
-  int workers = 1;                 ///< inference threads
-  int threads = 0;                 ///< intra-op threads (0: LibTorch's default)
-  int timeout_s = 30;              ///< a connection's read/write timeout and the drain's limit
+  std::string checkpoint;              ///< a checkpoint, or a run/experiment directory (best.ckpt, else the newest)
+  std::string host = "127.0.0.1";      ///< the address to bind
+  int port = 8080;                     ///< 0: a free port (printed)
+  std::string token;                   ///< when set: "Authorization: Bearer TOKEN" on every route but the probes
+  std::string plugin;                  ///< a plugin (path or name) instead of the recorded one
+  int64_t max_batch = 32;              ///< rows of one forward (dynamic batching; 1: off)
+  int64_t max_wait_ms = 0;             ///< how long the first request waits for others (0: what is queued)
+  int64_t max_n = 4096;                ///< rows one request may ask for
+  int64_t max_queue = 1024;            ///< requests waiting; beyond: 503 with Retry-After
+  uint64_t max_body = 64u << 20;       ///< bytes of a request body; beyond: 413
+  int workers = 1;                     ///< inference threads
+  int threads = 0;                     ///< intra-op threads (0: LibTorch's default)
+  int timeout_s = 30;                  ///< a connection's read/write timeout and the drain's limit
+  int64_t request_timeout_ms = 30000;  ///< a request not answered by then: 504 (0: never)
+  bool watch = false;                  ///< swap in a newer checkpoint of the run/experiment directory
+  int64_t watch_interval_ms = 1000;    ///< how often --watch looks
 };
 
 /// Serves the system until SIGTERM/SIGINT; 0 when every request was answered.

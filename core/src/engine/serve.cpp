@@ -4,19 +4,26 @@
 // no autograd), as `gantry sample` builds it.
 //
 // Threads: one I/O thread runs every connection (Beast, asynchronous: a slow
-// or silent client holds only its own socket, and a timeout closes it); one
-// inference thread (--workers more) takes requests from a bounded queue and
-// gathers them into one forward of up to --max-batch rows, waiting at most
-// --max-wait-ms for more after the first (LitServe's max_batch_size and
-// batch_timeout), then splits the output back per request. A full queue is
-// 503 with Retry-After. SIGTERM/SIGINT: stop accepting, answer what is queued
-// and in flight, exit 0.
+// or silent client holds only its own socket, and a timeout closes it); a
+// small pool parses bodies and encodes answers; one inference thread
+// (--workers more) takes requests from a bounded queue and gathers them into
+// one forward of up to --max-batch rows, waiting at most --max-wait-ms for
+// more after the first (LitServe's max_batch_size and batch_timeout), then
+// hands each request its rows back to the pool. No thread waits for another
+// request's answer. A full queue is 503 with Retry-After; a request not
+// answered within --request-timeout-ms is 504 (and skipped if not yet
+// computed). SIGTERM/SIGINT: stop accepting, answer what is queued and in
+// flight, exit 0. --watch: a newer checkpoint of the run or experiment is
+// loaded beside the served one and swapped in whole between batches; every
+// computed answer names its checkpoint and step (X-Gantry-Checkpoint,
+// X-Gantry-Step).
 //
 // Routes (docs/serve.md): GET /healthz, /readyz, /v1/info, /v1/sample,
 // /metrics; POST /v1/forward. Errors are JSON {"error": "..."}: 4xx for the
 // client's mistakes, naming what was wrong.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -27,15 +34,15 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <future>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "data/image_grid.hpp"
+#include "engine/serve_parse.hpp"
 #include "gantry/engine.hpp"
 #include "gantry/errors.hpp"
 #include "io/png.hpp"
@@ -52,116 +59,6 @@ using tcp = asio::ip::tcp;
 namespace fs = std::filesystem;
 
 namespace {
-
-// ---- .npy (NumPy's format 1.0: little-endian float32, C order) ----
-
-std::string npy_encode(const torch::Tensor& t) {
-  const torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-  std::string shape;
-  for (int64_t d : c.sizes()) shape += std::to_string(d) + ", ";
-  if (c.dim() == 1)
-    shape.pop_back();  // "(N,)"
-  else if (c.dim() > 1)
-    shape.resize(shape.size() - 2);
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + shape + "), }";
-  const size_t total = 10 + header.size() + 1;
-  header.append((64 - total % 64) % 64, ' ');
-  header += '\n';
-  std::string out("\x93NUMPY\x01\x00", 8);
-  out += char(header.size() & 0xff);
-  out += char(header.size() >> 8);
-  out += header;
-  out.append(static_cast<const char*>(c.data_ptr()), size_t(c.numel()) * sizeof(float));
-  return out;
-}
-
-// Throws std::invalid_argument naming what is wrong with the body.
-torch::Tensor npy_decode(const std::string& b) {
-  if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0)
-    throw std::invalid_argument("the body is not a .npy file (no \\x93NUMPY magic)");
-  const int major = static_cast<unsigned char>(b[6]);
-  size_t header_len = 0, at = 0;
-  if (major == 1) {
-    header_len = static_cast<unsigned char>(b[8]) | size_t(static_cast<unsigned char>(b[9])) << 8;
-    at = 10;
-  } else if (major == 2 || major == 3) {
-    if (b.size() < 12) throw std::invalid_argument(".npy header truncated");
-    header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= size_t(static_cast<unsigned char>(b[8 + i])) << (8 * i);
-    at = 12;
-  } else {
-    throw std::invalid_argument(".npy version " + std::to_string(major) + " is not supported");
-  }
-  if (b.size() < at + header_len) throw std::invalid_argument(".npy header truncated");
-  const std::string h = b.substr(at, header_len);
-  auto field = [&](const std::string& key) {
-    const size_t k = h.find("'" + key + "'");
-    if (k == std::string::npos) throw std::invalid_argument(".npy header has no '" + key + "'");
-    size_t v = h.find(':', k);
-    if (v == std::string::npos) throw std::invalid_argument(".npy header: '" + key + "' has no value");
-    return h.substr(v + 1);
-  };
-  std::string descr = field("descr");
-  descr = descr.substr(descr.find_first_not_of(' '));
-  const bool f4 = descr.rfind("'<f4'", 0) == 0 || descr.rfind("'float32'", 0) == 0;
-  if (!f4)
-    throw std::invalid_argument(".npy dtype " + descr.substr(0, descr.find(',')) +
-                                ": send little-endian float32 ('<f4')");
-  if (field("fortran_order").find("True") < field("fortran_order").find(','))
-    throw std::invalid_argument(".npy in Fortran order: send C order");
-  const std::string shape_text = field("shape");
-  const size_t open = shape_text.find('('), close = shape_text.find(')');
-  if (open == std::string::npos || close == std::string::npos || close < open)
-    throw std::invalid_argument(".npy header: a malformed shape");
-  std::vector<int64_t> shape;
-  std::stringstream ss(shape_text.substr(open + 1, close - open - 1));
-  for (std::string part; std::getline(ss, part, ',');) {
-    if (part.find_first_not_of(' ') == std::string::npos) continue;
-    try {
-      size_t used = 0;
-      const long long d = std::stoll(part, &used);
-      if (d < 0 || d > (1ll << 31)) throw std::out_of_range("");
-      shape.push_back(d);
-    } catch (const std::exception&) {
-      throw std::invalid_argument(".npy header: a malformed shape (" + shape_text.substr(open, close - open + 1) + ")");
-    }
-  }
-  int64_t count = 1;
-  for (int64_t d : shape) {
-    if (d > 0 && count > (int64_t(1) << 40) / d) throw std::invalid_argument(".npy shape too large");
-    count *= d;
-  }
-  const size_t data_at = at + header_len;
-  if (b.size() - data_at != size_t(count) * sizeof(float))
-    throw std::invalid_argument(".npy data is " + std::to_string(b.size() - data_at) + " bytes; its shape needs " +
-                                std::to_string(size_t(count) * sizeof(float)));
-  torch::Tensor t = torch::empty(shape, torch::kFloat32);
-  if (count > 0) std::memcpy(t.data_ptr(), b.data() + data_at, size_t(count) * sizeof(float));
-  return t;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
-}
-
-std::string shape_json(c10::IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 // A client's mistake: its status and message.
 struct HttpError : std::runtime_error {
@@ -207,31 +104,71 @@ struct Metrics {
 
 // ---- The model and its batcher ----
 
+std::vector<int64_t> dims(c10::IntArrayRef s) { return {s.begin(), s.end()}; }
+
+std::string npy_encode(const torch::Tensor& t) {
+  const torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  return serve::npy_bytes(dims(c.sizes()), c.data_ptr<float>(), size_t(c.numel()));
+}
+
+// ---- The model ----
+
+// One loaded checkpoint. The server holds the current one; a batch holds the
+// one it ran on (so a --watch swap never changes a model under a forward, and
+// the old one is freed when its last batch is answered).
+struct Model {
+  TrainedSystem trained;
+  std::string checkpoint;
+  std::vector<int64_t> input_shape, output_shape;  // of one row
+  DataSpec spec;
+  std::mutex forward_m;  // --workers share one system: its forward is not assumed reentrant
+  PluginSystem& system() { return *trained.experiment.system; }
+  int64_t step() const { return trained.saved.global_step; }
+};
+
+// The caller holds the server's RNG lock: building a system draws its initial
+// weights from the global generator, which /v1/sample seeds.
+std::shared_ptr<Model> load_model(const std::string& checkpoint, const std::string& plugin) {
+  auto m = std::make_shared<Model>();
+  m->checkpoint = checkpoint;
+  m->trained = Experiment::load_trained(checkpoint, torch::kCPU, plugin);
+  m->spec = m->system().data_spec();
+  torch::NoGradGuard no_grad;
+  GlobalRngGuard rng(torch::kCPU);
+  const torch::Tensor one = m->system().sample_input(1, -1);
+  m->input_shape = dims(one.sizes().slice(1));
+  const torch::Tensor out = m->system().forward(one, -1);
+  m->output_shape = dims(out.sizes().slice(1));
+  return m;
+}
+
+// ---- The batcher ----
+
 struct Job {
   torch::Tensor input;  // [n, ...] rows of the system's input
-  std::promise<torch::Tensor> result;
+  // Called once on an inference thread with the model the batch ran on and
+  // its rows of the output, or with the exception the forward threw.
+  std::function<void(std::shared_ptr<Model>, torch::Tensor, std::exception_ptr)> done;
+  std::shared_ptr<std::atomic<bool>> answered;  // already answered (timed out): skipped
 };
 
 class Batcher {
  public:
-  Batcher(PluginSystem& system, const ServeOptions& o, Metrics& metrics) : system_(system), o_(o), metrics_(metrics) {
+  Batcher(std::function<std::shared_ptr<Model>()> current, const ServeOptions& o, Metrics& metrics)
+      : current_(std::move(current)), o_(o), metrics_(metrics) {
     for (int i = 0; i < std::max(1, o.workers); ++i) threads_.emplace_back([this] { run(); });
   }
   ~Batcher() { stop(); }
 
   // Queued, or HttpError 503 when the queue is full.
-  std::future<torch::Tensor> submit(torch::Tensor input) {
+  void submit(std::unique_ptr<Job> job) {
     std::unique_lock lock(m_);
     if (stopping_) throw HttpError(http::status::service_unavailable, "the server is stopping");
     if (int64_t(queue_.size()) >= o_.max_queue)
       throw HttpError(http::status::service_unavailable,
                       "the queue is full (" + std::to_string(o_.max_queue) + " requests): retry later");
-    auto job = std::make_unique<Job>();
-    job->input = std::move(input);
-    auto f = job->result.get_future();
     queue_.push_back(std::move(job));
     cv_.notify_one();
-    return f;
   }
   int64_t depth() {
     std::lock_guard lock(m_);
@@ -262,8 +199,10 @@ class Batcher {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(o_.max_wait_ms);
         for (;;) {
           while (!queue_.empty() && (jobs.empty() || rows + queue_.front()->input.size(0) <= o_.max_batch)) {
-            rows += queue_.front()->input.size(0);
-            jobs.push_back(std::move(queue_.front()));
+            if (!queue_.front()->answered->load()) {  // a timed-out request is not computed
+              rows += queue_.front()->input.size(0);
+              jobs.push_back(std::move(queue_.front()));
+            }
             queue_.pop_front();
           }
           if (rows >= o_.max_batch || stopping_ || !queue_.empty()) break;  // full, or the next does not fit
@@ -271,70 +210,100 @@ class Batcher {
           break;  // the wait is over
         }
       }
+      if (jobs.empty()) continue;
       std::vector<torch::Tensor> inputs;
       for (auto& j : jobs) inputs.push_back(j->input);
+      const std::shared_ptr<Model> model = current_();
+      torch::Tensor out;
+      std::exception_ptr failed;
       try {
         const torch::Tensor batch = inputs.size() == 1 ? inputs[0] : torch::cat(inputs);
-        torch::Tensor out;
         {
-          std::lock_guard model(model_m_);  // --workers share one system: its forward is not assumed reentrant
-          out = system_.forward(batch, -1);
+          std::lock_guard lock(model->forward_m);
+          out = model->system().forward(batch, -1);
         }
         if (!out.defined() || out.dim() == 0 || out.size(0) != batch.size(0))
-          throw Error("plugin " + system_.name() + ": forward gave " +
-                      (out.defined() ? shape_json(out.sizes()) : std::string("nothing")) + " for " +
+          throw Error("plugin " + model->system().name() + ": forward gave " +
+                      (out.defined() ? serve::shape_json(dims(out.sizes())) : std::string("nothing")) + " for " +
                       std::to_string(batch.size(0)) + " rows");
-        {
-          std::lock_guard lock(metrics_.m);
-          metrics_.batch_rows.add(double(batch.size(0)));
-        }
-        int64_t at = 0;
-        for (auto& j : jobs) {
-          const int64_t n = j->input.size(0);
-          j->result.set_value(out.slice(0, at, at + n).clone());
-          at += n;
-        }
+        std::lock_guard lock(metrics_.m);
+        metrics_.batch_rows.add(double(batch.size(0)));
       } catch (...) {
-        for (auto& j : jobs) j->result.set_exception(std::current_exception());
+        failed = std::current_exception();
+      }
+      int64_t at = 0;
+      for (auto& j : jobs) {
+        const int64_t n = j->input.size(0);
+        j->done(model, failed ? torch::Tensor() : out.slice(0, at, at + n), failed);
+        at += n;
       }
     }
   }
 
-  PluginSystem& system_;
+  std::function<std::shared_ptr<Model>()> current_;
   const ServeOptions& o_;
   Metrics& metrics_;
-  std::mutex m_, model_m_;
+  std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Job>> queue_;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };
 
+using Response = http::response<http::string_body>;
+
+Response text(http::status s, std::string body, const std::string& type) {
+  Response res{s, 11};
+  res.set(http::field::server, "gantry-serve");
+  res.set(http::field::content_type, type);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+Response json(http::status s, const std::string& body) { return text(s, body, "application/json"); }
+Response error_response(http::status s, const std::string& what) {
+  Response res = json(s, "{\"error\": \"" + serve::json_escape(what) + "\"}");
+  if (s == http::status::service_unavailable) res.set(http::field::retry_after, "1");
+  return res;
+}
+// The served model's identity on every answer it computed.
+void stamp(Response& res, const Model& m) {
+  res.set("X-Gantry-Checkpoint", m.checkpoint);
+  res.set("X-Gantry-Step", std::to_string(m.step()));
+}
+
+// How a request is answered: once, from any thread (the handler's, an
+// inference thread's, or the timeout's).
+using Reply = std::function<void(Response)>;
+
 struct Server {
-  Server(const ServeOptions& options, std::string served) : o(options), checkpoint(std::move(served)) {}
+  explicit Server(const ServeOptions& options) : o(options), pool(pool_threads()) {}
   const ServeOptions& o;
-  TrainedSystem trained;
-  std::string checkpoint;
-  std::vector<int64_t> input_shape;   // of one row
-  std::vector<int64_t> output_shape;  // of one row
-  DataSpec spec;
   Metrics metrics;
   std::unique_ptr<Batcher> batcher;
+  // Parsing bodies and encoding answers: off the I/O thread, and never
+  // waiting for the model (the batcher calls back).
+  asio::thread_pool pool;
   std::mutex rng_m;  // sample inputs come from the global generator
   std::atomic<bool> ready{false};
   std::atomic<int> in_flight{0};  // requests read and not yet answered (written)
+  std::atomic<uint64_t> swaps{0}, timeouts{0};
 
-  PluginSystem& system() { return *trained.experiment.system; }
+  std::shared_ptr<Model> current() {
+    std::lock_guard lock(model_m_);
+    return model_;
+  }
+  void set_model(std::shared_ptr<Model> m) {
+    std::lock_guard lock(model_m_);
+    model_ = std::move(m);
+  }
 
-  // Every handler runs on the I/O thread except the wait for the batcher,
-  // which a std::async-free design would block: /v1/forward and /v1/sample
-  // wait on a helper thread (see Connection), so the I/O thread never waits.
-  http::response<http::string_body> handle(const http::request<http::string_body>& req, std::string& route) {
-    const std::string target(req.target());
-    const size_t q = target.find('?');
-    const std::string path = target.substr(0, q);
-    const std::string query = q == std::string::npos ? "" : target.substr(q + 1);
-    route = path;
+  static int pool_threads() { return int(std::clamp(std::thread::hardware_concurrency(), 2u, 8u)); }
+
+  // Runs on the pool. Answers through `reply`, now or when the model has.
+  // `answered`: set once the request is answered (a timeout may come first).
+  void handle(const http::request<http::string_body>& req, const std::string& path, const std::string& query,
+              const Reply& reply, const std::shared_ptr<std::atomic<bool>>& answered) {
     if (!o.token.empty() && path != "/healthz" && path != "/readyz") {
       const auto auth = req.find(http::field::authorization);
       if (auth == req.end() || std::string(auth->value()) != "Bearer " + o.token)
@@ -345,59 +314,86 @@ struct Server {
         throw HttpError(http::status::method_not_allowed, path + " takes " + std::string(http::to_string(v)) +
                                                               ", not " + std::string(req.method_string()));
     };
+    std::map<std::string, std::string> args;
+    try {
+      args = serve::parse_query(query);
+    } catch (const std::invalid_argument& e) {
+      throw HttpError(http::status::bad_request, e.what());
+    }
+    auto only = [&](std::initializer_list<const char*> known) {
+      for (const auto& [k, v] : args) {
+        bool ok = false;
+        std::string list;
+        for (const char* name : known) {
+          ok |= k == name;
+          list += (list.empty() ? "" : ", ") + std::string(name);
+        }
+        if (!ok)
+          throw HttpError(http::status::bad_request, "unknown parameter '" + serve::json_escape(k.substr(0, 40)) +
+                                                         "' (" + (list.empty() ? "none taken" : list) + ")");
+      }
+    };
+    auto integer = [&](const std::string& k, int64_t def, int64_t lo, int64_t hi) {
+      if (!args.count(k)) return def;
+      try {
+        size_t used = 0;
+        const long long v = std::stoll(args[k], &used);
+        if (used != args[k].size() || v < lo || v > hi) throw std::out_of_range("");
+        return int64_t(v);
+      } catch (const std::exception&) {
+        throw HttpError(http::status::bad_request, k + "=" + args[k].substr(0, 40) + ": an integer in [" +
+                                                       std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      }
+    };
+    auto choice = [&](const std::string& k, const std::string& def, std::initializer_list<const char*> ok) {
+      const std::string v = args.count(k) ? args[k] : def;
+      std::string list;
+      for (const char* c : ok) {
+        if (v == c) return v;
+        list += (list.empty() ? "" : " or ") + std::string(c);
+      }
+      throw HttpError(http::status::bad_request, k + "=" + v.substr(0, 40) + ": " + list);
+    };
     if (path == "/healthz") {
       need(http::verb::get);
-      return json(http::status::ok, "{\"status\": \"ok\"}");
+      only({});
+      return reply(json(http::status::ok, "{\"status\": \"ok\"}"));
     }
     if (path == "/readyz") {
       need(http::verb::get);
-      if (!ready) return json(http::status::service_unavailable, "{\"status\": \"loading\"}");
-      return json(http::status::ok, "{\"status\": \"ready\"}");
+      only({});
+      if (!ready) return reply(json(http::status::service_unavailable, "{\"status\": \"loading\"}"));
+      return reply(json(http::status::ok, "{\"status\": \"ready\"}"));
     }
+    const std::shared_ptr<Model> model = current();
     if (path == "/v1/info") {
       need(http::verb::get);
-      const auto& man = system().manifest();
-      return json(http::status::ok, "{\"plugin\": \"" + json_escape(man.name) + "\", \"version\": \"" +
-                                        json_escape(man.version) + "\", \"checkpoint\": \"" + json_escape(checkpoint) +
-                                        "\", \"step\": " + std::to_string(trained.saved.global_step) +
-                                        ", \"ema\": " + (trained.ema_tensors > 0 ? "true" : "false") +
-                                        ", \"input_shape\": " + shape_json(input_shape) + ", \"output_shape\": " +
-                                        shape_json(output_shape) + ", \"max_batch\": " + std::to_string(o.max_batch) +
-                                        ", \"max_n\": " + std::to_string(o.max_n) + "}");
+      only({});
+      const auto& man = model->system().manifest();
+      Response res = json(
+          http::status::ok,
+          "{\"plugin\": \"" + serve::json_escape(man.name) + "\", \"version\": \"" + serve::json_escape(man.version) +
+              "\", \"checkpoint\": \"" + serve::json_escape(model->checkpoint) + "\", \"step\": " +
+              std::to_string(model->step()) + ", \"ema\": " + (model->trained.ema_tensors > 0 ? "true" : "false") +
+              ", \"input_shape\": " + serve::shape_json(model->input_shape) +
+              ", \"output_shape\": " + serve::shape_json(model->output_shape) +
+              ", \"max_batch\": " + std::to_string(o.max_batch) + ", \"max_n\": " + std::to_string(o.max_n) +
+              ", \"watch\": " + (o.watch ? "true" : "false") + ", \"swaps\": " + std::to_string(swaps.load()) + "}");
+      stamp(res, *model);
+      return reply(std::move(res));
     }
     if (path == "/metrics") {
       need(http::verb::get);
-      return text(http::status::ok, render_metrics(), "text/plain; version=0.0.4");
+      only({});
+      return reply(text(http::status::ok, render_metrics(), "text/plain; version=0.0.4"));
     }
     if (path == "/v1/sample") {
       need(http::verb::get);
-      std::map<std::string, std::string> args;
-      std::stringstream ss(query);
-      for (std::string kv; std::getline(ss, kv, '&');) {
-        const size_t eq = kv.find('=');
-        args[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
-      }
-      for (const auto& [k, v] : args)
-        if (k != "n" && k != "seed" && k != "format" && k != "rows")
-          throw HttpError(http::status::bad_request, "unknown parameter '" + k + "' (n, seed, format, rows)");
-      auto integer = [&](const std::string& k, int64_t def, int64_t lo, int64_t hi) {
-        if (!args.count(k)) return def;
-        try {
-          size_t used = 0;
-          const long long v = std::stoll(args[k], &used);
-          if (used != args[k].size() || v < lo || v > hi) throw std::out_of_range("");
-          return int64_t(v);
-        } catch (const std::exception&) {
-          throw HttpError(http::status::bad_request, k + "=" + args[k].substr(0, 40) + ": an integer in [" +
-                                                         std::to_string(lo) + ", " + std::to_string(hi) + "]");
-        }
-      };
+      only({"n", "seed", "format", "rows"});
       const int64_t n = integer("n", 64, 1, o.max_n);
       const int64_t seed = integer("seed", 0, INT64_MIN / 2, INT64_MAX / 2);
       const int64_t rows = integer("rows", 0, 0, 4096);
-      const std::string format = args.count("format") ? args["format"] : "png";
-      if (format != "png" && format != "npy")
-        throw HttpError(http::status::bad_request, "format=" + format.substr(0, 40) + ": png or npy");
+      const std::string format = choice("format", "png", {"png", "npy", "json"});
       torch::Tensor input;
       {
         // The inputs `gantry sample --seed S -n N` draws (the global
@@ -405,65 +401,110 @@ struct Server {
         std::lock_guard lock(rng_m);
         torch::manual_seed(static_cast<uint64_t>(seed));
         torch::NoGradGuard no_grad;
-        input = system().sample_input(n, -1);
+        input = model->system().sample_input(n, -1);
       }
-      const torch::Tensor out = batcher->submit(input).get();
-      if (format == "npy") return text(http::status::ok, npy_encode(out), "application/octet-stream");
-      torch::Tensor shown = out;
-      double low = spec.low, high = spec.high;
-      if (const torch::Tensor r = system().render_samples(out); r.defined()) {
-        shown = r;
-        low = 0;
-        high = 1;
-      }
-      if (shown.dim() != 4)
-        throw HttpError(http::status::bad_request,
-                        "the samples are " + shape_json(out.sizes()) + ", not images [N, C, H, W]: ask format=npy");
-      const int cols = grid_columns(shown.size(0), rows > 0 ? rows : trained.experiment.config.trainer.grid_rows);
-      return text(http::status::ok, encode_png(make_grid(shown, cols, 2, low, high)), "image/png");
+      return submit(std::move(input), format, rows, reply, answered);
     }
     if (path == "/v1/forward") {
       need(http::verb::post);
+      only({"format", "rows"});
+      const auto type = req.find(http::field::content_type);
+      const bool json_body = type != req.end() && type->value().starts_with("application/json");
+      const std::string format = choice("format", json_body ? "json" : "npy", {"npy", "json", "png"});
+      const int64_t rows = integer("rows", 0, 0, 4096);
+      int64_t row_size = 1;
+      for (int64_t d : model->input_shape) row_size *= d;
       torch::Tensor input;
       try {
-        input = npy_decode(req.body());
+        if (json_body) {
+          serve::JsonRows parsed = serve::parse_json_rows(req.body(), size_t(o.max_n * std::max<int64_t>(1, row_size)));
+          input = torch::from_blob(parsed.values.data(), parsed.shape, torch::kFloat32).clone();
+        } else {
+          const serve::Npy npy = serve::parse_npy(req.body());
+          input = torch::empty(npy.shape, torch::kFloat32);
+          if (npy.count > 0) std::memcpy(input.data_ptr(), req.body().data() + npy.data_at, npy.count * sizeof(float));
+        }
       } catch (const std::invalid_argument& e) {
         throw HttpError(http::status::bad_request, e.what());
       }
-      if (input.dim() != int64_t(input_shape.size()) + 1 ||
-          !std::equal(input_shape.begin(), input_shape.end(), input.sizes().begin() + 1))
-        throw HttpError(http::status::bad_request, "the input is " + shape_json(input.sizes()) + "; " +
-                                                       system().name() + " takes [N, " +
-                                                       shape_json(input_shape).substr(1));
+      if (input.dim() != int64_t(model->input_shape.size()) + 1 ||
+          !std::equal(model->input_shape.begin(), model->input_shape.end(), input.sizes().begin() + 1))
+        throw HttpError(http::status::bad_request, "the input is " + serve::shape_json(dims(input.sizes())) + "; " +
+                                                       model->system().name() + " takes [N, " +
+                                                       serve::shape_json(model->input_shape).substr(1));
       if (input.size(0) < 1 || input.size(0) > o.max_n)
         throw HttpError(http::status::bad_request, "N = " + std::to_string(input.size(0)) + ": 1 to " +
                                                        std::to_string(o.max_n) + " rows a request");
-      return text(http::status::ok, npy_encode(batcher->submit(input).get()), "application/octet-stream");
+      return submit(std::move(input), format, rows, reply, answered);
     }
     throw HttpError(http::status::not_found,
-                    "no route " + path.substr(0, 200) +
+                    "no route " + serve::json_escape(path.substr(0, 200)) +
                         " (GET /healthz, /readyz, /v1/info, /v1/sample, /metrics; POST /v1/forward)");
   }
 
-  static http::response<http::string_body> json(http::status s, const std::string& body) {
-    return text(s, body, "application/json");
+  // Queues `input` for the model; its output is encoded on the pool as
+  // `format` and answered. A full queue throws 503.
+  void submit(torch::Tensor input, const std::string& format, int64_t rows, const Reply& reply,
+              const std::shared_ptr<std::atomic<bool>>& answered) {
+    auto job = std::make_unique<Job>();
+    job->input = std::move(input);
+    job->answered = answered;
+    job->done = [this, format, rows, reply](std::shared_ptr<Model> m, torch::Tensor out, std::exception_ptr failed) {
+      asio::post(pool, [this, format, rows, reply, m = std::move(m), out = std::move(out), failed] {
+        reply_with(reply, [&] {
+          if (failed) std::rethrow_exception(failed);
+          Response res = encode(*m, out, format, rows);
+          stamp(res, *m);
+          return res;
+        });
+      });
+    };
+    batcher->submit(std::move(job));
   }
-  static http::response<http::string_body> text(http::status s, std::string body, const std::string& type) {
-    http::response<http::string_body> res{s, 11};
-    res.set(http::field::server, "gantry-serve");
-    res.set(http::field::content_type, type);
-    res.body() = std::move(body);
-    res.prepare_payload();
-    return res;
+
+  Response encode(Model& m, const torch::Tensor& out, const std::string& format, int64_t rows) {
+    if (format == "npy") return text(http::status::ok, npy_encode(out), "application/octet-stream");
+    if (format == "json") {
+      const torch::Tensor c = out.to(torch::kFloat32).contiguous();
+      return json(http::status::ok, serve::json_rows(dims(c.sizes()), c.data_ptr<float>(), size_t(c.numel())));
+    }
+    torch::Tensor shown = out;
+    double low = m.spec.low, high = m.spec.high;
+    if (const torch::Tensor r = m.system().render_samples(out); r.defined()) {
+      shown = r;
+      low = 0;
+      high = 1;
+    }
+    if (shown.dim() != 4)
+      throw HttpError(http::status::bad_request, "the output is " + serve::shape_json(dims(out.sizes())) +
+                                                     ", not images [N, C, H, W]: ask format=npy");
+    const int cols = grid_columns(shown.size(0), rows > 0 ? rows : m.trained.experiment.config.trainer.grid_rows);
+    return text(http::status::ok, encode_png(make_grid(shown, cols, 2, low, high)), "image/png");
+  }
+
+  // Calls make() and replies with its answer, or with the error it threw:
+  // a client's mistake is its 4xx, anything else a 500 (and a line on stderr).
+  static void reply_with(const Reply& reply, const std::function<Response()>& make) {
+    Response res;
+    try {
+      res = make();
+    } catch (const HttpError& e) {
+      res = error_response(e.status, e.what());
+    } catch (const std::exception& e) {
+      res = error_response(http::status::internal_server_error, error_text(e));
+      std::fprintf(stderr, "serve: %s\n", error_text(e).c_str());
+    }
+    reply(std::move(res));
   }
 
   std::string render_metrics() {
+    const std::shared_ptr<Model> model = current();
     std::string out;
     std::lock_guard lock(metrics.m);
     out += "# HELP gantry_serve_requests_total Requests answered, by route and status.\n";
     out += "# TYPE gantry_serve_requests_total counter\n";
     for (const auto& [key, n] : metrics.requests)
-      out += "gantry_serve_requests_total{route=\"" + json_escape(key.first) + "\",status=\"" +
+      out += "gantry_serve_requests_total{route=\"" + serve::json_escape(key.first) + "\",status=\"" +
              std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
     out += metrics.latency.render("gantry_serve_request_seconds", "Time from a request's arrival to its answer.");
     out += metrics.batch_rows.render("gantry_serve_batch_rows", "Rows of each forward (dynamic batching).");
@@ -471,7 +512,13 @@ struct Server {
     out += "gantry_serve_queue_depth " + std::to_string(batcher ? batcher->depth() : 0) + "\n";
     out +=
         "# HELP gantry_serve_model_step The served checkpoint's global step.\n# TYPE gantry_serve_model_step gauge\n";
-    out += "gantry_serve_model_step " + std::to_string(trained.saved.global_step) + "\n";
+    out += "gantry_serve_model_step " + std::to_string(model ? model->step() : 0) + "\n";
+    out += "# HELP gantry_serve_model_swaps_total Newer checkpoints swapped in (--watch).\n";
+    out += "# TYPE gantry_serve_model_swaps_total counter\ngantry_serve_model_swaps_total " +
+           std::to_string(swaps.load()) + "\n";
+    out += "# HELP gantry_serve_timeouts_total Requests answered 504 (--request-timeout-ms).\n";
+    out += "# TYPE gantry_serve_timeouts_total counter\ngantry_serve_timeouts_total " +
+           std::to_string(timeouts.load()) + "\n";
     return out;
   }
 
@@ -482,18 +529,24 @@ struct Server {
     ++metrics.requests[{known.count(route) ? route : "other", status}];
     metrics.latency.add(seconds);
   }
+
+ private:
+  std::mutex model_m_;
+  std::shared_ptr<Model> model_;
 };
 
 // One connection: reads requests one after another (keep-alive; pipelined
-// requests are answered in order), each answered by a helper thread so that
-// the I/O thread never waits for the model.
+// requests are answered in order: the next is read after the answer is
+// written). A request is handled on the server's pool; the I/O thread never
+// waits for the model or a body's parsing.
 struct Connection : std::enable_shared_from_this<Connection> {
-  Connection(tcp::socket s, Server& srv) : stream(std::move(s)), server(srv) {}
+  Connection(tcp::socket s, Server& srv) : stream(std::move(s)), server(srv), timer(stream.get_executor()) {}
 
   beast::tcp_stream stream;
   beast::flat_buffer buffer;
   std::optional<http::request_parser<http::string_body>> parser;
   Server& server;
+  asio::steady_timer timer;  // the request's timeout (--request-timeout-ms)
 
   void read() {
     parser.emplace();
@@ -504,10 +557,10 @@ struct Connection : std::enable_shared_from_this<Connection> {
       if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == beast::error::timeout ||
           ec == asio::error::connection_reset || ec == asio::error::operation_aborted)
         return self->close();
-      if (ec) {  // malformed: a 400 naming it, then the connection closes (its framing is lost)
+      if (ec) {  // malformed: a 4xx naming it, then the connection closes (its framing is lost)
         auto res =
-            Server::json(ec == http::error::body_limit ? http::status::payload_too_large : http::status::bad_request,
-                         "{\"error\": \"" + json_escape("malformed request: " + ec.message()) + "\"}");
+            error_response(ec == http::error::body_limit ? http::status::payload_too_large : http::status::bad_request,
+                           "malformed request: " + ec.message());
         res.keep_alive(false);
         self->server.count("other", int(res.result_int()), 0);
         return self->write(std::move(res), true, false);
@@ -519,33 +572,50 @@ struct Connection : std::enable_shared_from_this<Connection> {
   void answer() {
     ++server.in_flight;
     auto req = std::make_shared<http::request<http::string_body>>(parser->release());
+    const std::string target(req->target());
+    const size_t q = target.find('?');
+    auto path = std::make_shared<std::string>(target.substr(0, q));
+    const std::string query = q == std::string::npos ? "" : target.substr(q + 1);
     const auto start = std::chrono::steady_clock::now();
-    // The model's answer is waited for off the I/O thread.
-    std::thread([self = shared_from_this(), req, start] {
-      std::string route = "other";
-      http::response<http::string_body> res;
-      try {
-        res = self->server.handle(*req, route);
-      } catch (const HttpError& e) {
-        res = Server::json(e.status, "{\"error\": \"" + json_escape(e.what()) + "\"}");
-        if (e.status == http::status::service_unavailable) res.set(http::field::retry_after, "1");
-      } catch (const std::exception& e) {
-        res = Server::json(http::status::internal_server_error, "{\"error\": \"" + json_escape(error_text(e)) + "\"}");
-        std::fprintf(stderr, "serve: %s %s: %s\n", std::string(req->method_string()).c_str(),
-                     std::string(req->target()).c_str(), error_text(e).c_str());
-      }
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    // Whoever answers first (the handler, the model, the timeout) writes.
+    Reply reply = [self = shared_from_this(), req, path, start, answered](Response res) {
+      if (answered->exchange(true)) return;
       const bool keep = req->keep_alive() && !stop_requested();
       res.keep_alive(keep);
-      self->server.count(route, int(res.result_int()),
+      self->server.count(*path, int(res.result_int()),
                          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      asio::post(self->stream.get_executor(),
-                 [self, res = std::move(res), keep]() mutable { self->write(std::move(res), !keep, true); });
-    }).detach();
+      asio::post(self->stream.get_executor(), [self, res = std::move(res), keep]() mutable {
+        self->timer.cancel();
+        self->write(std::move(res), !keep, true);
+      });
+    };
+    if (server.o.request_timeout_ms > 0) {
+      timer.expires_after(std::chrono::milliseconds(server.o.request_timeout_ms));
+      timer.async_wait([self = shared_from_this(), reply, answered](beast::error_code ec) {
+        if (ec || answered->load()) return;
+        ++self->server.timeouts;
+        reply(error_response(http::status::gateway_timeout,
+                             "no answer within " + std::to_string(self->server.o.request_timeout_ms) +
+                                 " ms (--request-timeout-ms; " + std::to_string(self->server.batcher->depth()) +
+                                 " requests queued)"));
+      });
+    }
+    asio::post(server.pool, [self = shared_from_this(), req, path, query, reply, answered] {
+      // handle() replies itself (now, or when the model has); a throw is replied here.
+      std::exception_ptr failed;
+      try {
+        self->server.handle(*req, *path, query, reply, answered);
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      if (failed) Server::reply_with(reply, [&]() -> Response { std::rethrow_exception(failed); });
+    });
   }
 
   // `counted`: the answer of a request answer() took (Server::in_flight).
-  void write(http::response<http::string_body> res, bool close_after, bool counted) {
-    auto sp = std::make_shared<http::response<http::string_body>>(std::move(res));
+  void write(Response res, bool close_after, bool counted) {
+    auto sp = std::make_shared<Response>(std::move(res));
     stream.expires_after(std::chrono::seconds(server.o.timeout_s));
     http::async_write(stream, *sp, [self = shared_from_this(), sp, close_after, counted](beast::error_code ec, size_t) {
       if (counted) --self->server.in_flight;
@@ -574,28 +644,84 @@ std::string resolve_served_checkpoint(const std::string& given) {
   return given;
 }
 
+// What --watch compares: the checkpoint a directory resolves to, and its file's time and size.
+struct Seen {
+  std::string path;
+  fs::file_time_type time{};
+  uintmax_t size = 0;
+  bool operator==(const Seen& o) const { return path == o.path && time == o.time && size == o.size; }
+};
+Seen seen(const std::string& path) {
+  std::error_code ec;
+  Seen s{path, fs::last_write_time(path, ec), 0};
+  s.size = fs::file_size(path, ec);
+  return s;
+}
+
+// --watch: every interval, the directory's checkpoint; a new one is loaded
+// beside the served model (off the request path) and swapped in whole, or
+// refused in one line (another input or output shape, a file that does not
+// load) while the old one serves on.
+void watch(Server& server, const std::string& dir) {
+  Seen current = seen(server.current()->checkpoint);
+  Seen refused;
+  while (!stop_requested()) {
+    for (int64_t waited = 0; waited < server.o.watch_interval_ms && !stop_requested(); waited += 20)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (stop_requested()) return;
+    Seen now;
+    try {
+      now = seen(resolve_served_checkpoint(dir));
+    } catch (const std::exception&) {
+      continue;  // between a run's start and its first checkpoint
+    }
+    if (now == current || now == refused) continue;
+    const std::shared_ptr<Model> old = server.current();
+    try {
+      std::shared_ptr<Model> fresh;
+      {
+        std::lock_guard lock(server.rng_m);
+        fresh = load_model(now.path, server.o.plugin);
+      }
+      if (fresh->input_shape != old->input_shape || fresh->output_shape != old->output_shape)
+        throw Error("it maps " + serve::shape_json(fresh->input_shape) + " -> " +
+                    serve::shape_json(fresh->output_shape) + ", the served one " + serve::shape_json(old->input_shape) +
+                    " -> " + serve::shape_json(old->output_shape));
+      server.set_model(fresh);
+      ++server.swaps;
+      current = now;
+      std::printf("serve: --watch: now serving %s (step %ld; was %s, step %ld)\n", now.path.c_str(),
+                  long(fresh->step()), old->checkpoint.c_str(), long(old->step()));
+    } catch (const std::exception& e) {
+      refused = now;
+      std::printf("serve: --watch: not swapping in %s: %s; still serving %s\n", now.path.c_str(), error_text(e).c_str(),
+                  old->checkpoint.c_str());
+    }
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int serve(const ServeOptions& o) {
-  if (o.max_batch < 1 || o.max_n < 1 || o.max_queue < 1 || o.max_wait_ms < 0 || o.workers < 1 || o.timeout_s < 1)
-    throw Error("serve: --max-batch, --max-n, --max-queue, --workers and --timeout must be >= 1, --max-wait-ms >= 0");
+  if (o.max_batch < 1 || o.max_n < 1 || o.max_queue < 1 || o.max_wait_ms < 0 || o.workers < 1 || o.timeout_s < 1 ||
+      o.request_timeout_ms < 0 || o.watch_interval_ms < 1)
+    throw Error(
+        "serve: --max-batch, --max-n, --max-queue, --workers, --timeout and --watch-interval-ms must be >= 1, "
+        "--max-wait-ms and --request-timeout-ms >= 0");
+  std::error_code fec;
+  if (o.watch && !fs::is_directory(o.checkpoint, fec))
+    throw Error("serve: --watch needs a run or experiment directory, not the checkpoint " + o.checkpoint);
   install_stop_signals();
   if (o.threads > 0) torch::set_num_threads(o.threads);
-  Server server(o, resolve_served_checkpoint(o.checkpoint));
-  server.trained = Experiment::load_trained(server.checkpoint, torch::kCPU, o.plugin);
-  if (!server.trained.plugin_note.empty()) std::printf("%s\n", server.trained.plugin_note.c_str());
-  PluginSystem& system = server.system();
-  server.spec = system.data_spec();
+  Server server(o);
   {
     std::lock_guard lock(server.rng_m);
-    torch::NoGradGuard no_grad;
-    GlobalRngGuard rng(torch::kCPU);
-    const torch::Tensor one = system.sample_input(1, -1);
-    server.input_shape.assign(one.sizes().begin() + 1, one.sizes().end());
-    const torch::Tensor out = system.forward(one, -1);
-    server.output_shape.assign(out.sizes().begin() + 1, out.sizes().end());
+    server.set_model(load_model(resolve_served_checkpoint(o.checkpoint), o.plugin));
   }
-  server.batcher = std::make_unique<Batcher>(system, o, server.metrics);
+  const std::shared_ptr<Model> first = server.current();
+  if (!first->trained.plugin_note.empty()) std::printf("%s\n", first->trained.plugin_note.c_str());
+  server.batcher = std::make_unique<Batcher>([&server] { return server.current(); }, o, server.metrics);
 
   asio::io_context ioc;
   tcp::acceptor acceptor(ioc);
@@ -612,34 +738,40 @@ int serve(const ServeOptions& o) {
   std::function<void()> accept = [&] {
     acceptor.async_accept([&](beast::error_code e, tcp::socket s) {
       if (e) return;
+      s.set_option(tcp::no_delay(true), e);
       std::make_shared<Connection>(std::move(s), server)->read();
       accept();
     });
   };
   accept();
   server.ready = true;
-  std::printf("serving %s (plugin %s, step %ld%s) on http://%s:%d (max batch %ld, max wait %ld ms%s)\n",
-              server.checkpoint.c_str(), system.name().c_str(), long(server.trained.saved.global_step),
-              server.trained.ema_tensors > 0 ? ", EMA weights" : "", o.host.c_str(), port, long(o.max_batch),
-              long(o.max_wait_ms), o.token.empty() ? "" : ", bearer token required");
+  std::printf("serving %s (plugin %s, step %ld%s) on http://%s:%d (max batch %ld, max wait %ld ms%s%s)\n",
+              first->checkpoint.c_str(), first->system().name().c_str(), long(first->step()),
+              first->trained.ema_tensors > 0 ? ", EMA weights" : "", o.host.c_str(), port, long(o.max_batch),
+              long(o.max_wait_ms), o.token.empty() ? "" : ", bearer token required",
+              o.watch ? ", watching for newer checkpoints" : "");
   std::fflush(stdout);
   // The I/O thread; the main thread watches for SIGTERM/SIGINT. The guard
   // keeps run() going while a request is answered off the I/O thread (its
   // write is posted back later) after the acceptor closed.
   auto work = asio::make_work_guard(ioc);
   std::thread io([&] { ioc.run(); });
+  std::thread watcher;
+  if (o.watch) watcher = std::thread([&] { watch(server, o.checkpoint); });
   while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // Stop accepting; answer every request already read (the batcher runs
-  // until they are), then stop the batcher and the I/O thread. Keep-alive
-  // connections are closed after their next answer.
+  // until they are), then stop the batcher, the pool and the I/O thread.
+  // Keep-alive connections are closed after their next answer.
   asio::post(ioc, [&] {
     beast::error_code ignored;
     acceptor.close(ignored);
   });
+  if (watcher.joinable()) watcher.join();
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
   while (server.in_flight.load() > 0 && std::chrono::steady_clock::now() < give_up)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   server.batcher->stop();
+  server.pool.join();
   work.reset();
   ioc.stop();
   io.join();
