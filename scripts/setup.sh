@@ -27,6 +27,7 @@ packages=(
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev fonts-dejavu-core   # gantry-monitor (gui/), Qt Test; Qt6Charts' CMake config needs Qt6OpenGL
   libimgui-dev libglfw3-dev libgl-dev libgl1-mesa-dri   # gantry-view (Dear ImGui, GLFW, OpenGL 3; Mesa for Xvfb)
   xvfb xauth                 # the tests run both GUIs under a real X server
+  curl wrk                   # the tests run docs/serve.md's curl lines; bench/serve.sh loads gantry serve with wrk
 )
 
 missing=()

@@ -18,6 +18,8 @@ rm -rf "$work" && mkdir -p "$work" && cd "$work"
 ckpt=runs/gan_fashion_mnist/latest/checkpoints/step_0000050.ckpt
 "$gantry" sample -c "$ckpt" -n 16 --seed 7 -o sample.png >/dev/null
 
+pid= load=
+trap 'kill $pid $load 2>/dev/null || true' EXIT  # a failure leaves no server behind
 serve() {  # ARGS... -> $pid, $port
   "$gantry" serve runs/gan_fashion_mnist/latest --port 0 "$@" > serve.log 2>&1 &
   pid=$!
@@ -127,14 +129,14 @@ print(f"malformed: {len(bad) + 1} bad requests, each a 4xx naming the fault; sti
 s, h, metrics = get("/metrics")
 assert 'gantry_serve_requests_total{route="/v1/forward",status="400"} 4' in metrics.decode(), metrics.decode()
 
-# JSON in and out for small N: the same rows as the .npy answer (%.9g is exact for float32).
+# JSON in and out for small N: the same rows as the .npy answer (the shortest text naming each float32).
 js = {"Content-Type": "application/json"}
 s, h, b = get("/v1/forward", json.dumps({"input": rows[:3]}).encode(), js)
 assert s == 200 and h["Content-Type"] == "application/json", (s, b[:200])
 answer = json.loads(b)
 assert answer["shape"] == [3, 1, 28, 28], answer["shape"]
 flat = [x for img in answer["output"] for ch in img for r in ch for x in r]
-flat = list(struct.unpack(f"<{len(flat)}f", struct.pack(f"<{len(flat)}f", *flat)))  # 9 digits name one float32
+flat = list(struct.unpack(f"<{len(flat)}f", struct.pack(f"<{len(flat)}f", *flat)))  # read back as float32
 s, h, b = get("/v1/forward", npy(rows[:3], (3, 100)))
 assert flat == list(from_npy(b)[1]), "JSON and .npy answers differ"
 assert h["X-Gantry-Step"] == "50" and h["X-Gantry-Checkpoint"].endswith("step_0000050.ckpt"), dict(h)
@@ -165,6 +167,36 @@ for path, words in [("/v1/sample?n=2&n=3", "given twice"), ("/v1/sample?n=%zz", 
     else: assert s == 200 and from_npy(b)[0] == (16, 1, 28, 28), (path, s)
 print(f"malformed JSON and queries: {len(bad_json) + 2} more, each a 400 naming the fault")
 PY
+
+# docs/serve.md's curl lines, as written there (the port replaced): each must
+# succeed (curl -f) and write what it says.
+docs=$(dirname "$(readlink -f "$0")")/../docs/serve.md
+python3 - <<'PY'
+import json, random, struct
+random.seed(1)
+rows = [[random.gauss(0, 1) for _ in range(100)] for _ in range(8)]
+header = "{'descr': '<f4', 'fortran_order': False, 'shape': (8, 100), }"
+header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+open("noise.npy", "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() +
+                              struct.pack("<800f", *[x for r in rows for x in r]))
+json.dump({"input": rows[:2]}, open("noise.json", "w"))
+PY
+lines=$(sed -n '/<!-- serve_test.sh runs these -->/,/<!-- end -->/p' "$docs" | grep '^curl ')
+[[ $(wc -l <<<"$lines") -ge 10 ]] || { echo "FAIL: docs/serve.md's curl lines not found"; exit 1; }
+n=0
+while read -r line; do
+  cmd=${line//localhost:8080/127.0.0.1:$port}
+  bash -c "${cmd/curl -s /curl -sf }" > curl.out || { echo "FAIL: docs/serve.md: $line"; exit 1; }
+  n=$((n + 1))
+done <<<"$lines"
+python3 - <<'PY'
+import json
+assert open("grid.png", "rb").read() == open("sample.png", "rb").read(), "the documented grid is not gantry sample's"
+assert json.load(open("x.json"))["shape"] == [2, 1, 28, 28]
+assert json.load(open("out.json"))["shape"] == [2, 1, 28, 28]
+assert open("out.png", "rb").read()[:4] == b"\x89PNG" and open("out.npy", "rb").read()[:6] == b"\x93NUMPY"
+PY
+echo "docs/serve.md: its $n curl lines ran as written"
 
 # A truncated body (Content-Length larger than what is sent) and a body over the cap.
 python3 - "$port" <<'PY'

@@ -1,5 +1,6 @@
 #include "engine/serve_parse.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -250,18 +251,31 @@ JsonRows parse_json_rows(std::string_view body, size_t max_values) {
   return std::move(r.out);
 }
 
+namespace {
+// The shortest text that reads back as the same float32 (std::to_chars);
+// JSON has no NaN or infinity: null.
+void append_float(std::string& out, float v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+}  // namespace
+
 std::string json_rows(const std::vector<int64_t>& shape, const float* data, size_t count) {
   std::string out = "{\"shape\": " + shape_json(shape) + ", \"output\": ";
   if (shape.empty()) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.9g", count ? double(data[0]) : 0.0);
-    return out + buf + "}";
+    append_float(out, count ? data[0] : 0.0f);
+    return out + "}";
   }
   // Strides of each depth, then one pass writing brackets where an index wraps.
   std::vector<size_t> stride(shape.size(), 1);
   for (size_t d = shape.size() - 1; d > 0; --d) stride[d - 1] = stride[d] * size_t(shape[d]);
   out.append(shape.size(), '[');
-  char buf[32];
+  out.reserve(out.size() + count * 12);
   for (size_t k = 0; k < count; ++k) {
     if (k > 0) {
       size_t closed = 0;
@@ -272,8 +286,7 @@ std::string json_rows(const std::vector<int64_t>& shape, const float* data, size
       out += ", ";
       out.append(closed - 1, '[');
     }
-    std::snprintf(buf, sizeof buf, "%.9g", double(data[k]));
-    out += buf;
+    append_float(out, data[k]);
   }
   out.append(shape.size(), ']');
   return out + "}";

@@ -32,7 +32,8 @@ struct JsonRows {
   std::vector<float> values;
 };
 JsonRows parse_json_rows(std::string_view body, size_t max_values);
-/// {"shape": [...], "output": nested arrays} of `count` floats (%.9g: exact for float32).
+/// {"shape": [...], "output": nested arrays} of `count` floats (each the shortest text that reads back as the same
+/// float32; NaN and infinities, which JSON lacks, as null).
 std::string json_rows(const std::vector<int64_t>& shape, const float* data, size_t count);
 
 /// "a=1&b=x%20y" -> {a: 1, b: "x y"} (percent escapes and '+' decoded; a
