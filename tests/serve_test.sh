@@ -20,16 +20,17 @@ ckpt=runs/gan_fashion_mnist/latest/checkpoints/step_0000050.ckpt
 
 pid= load=
 trap 'kill $pid $load 2>/dev/null || true' EXIT  # a failure leaves no server behind
+trap 'echo "FAIL: serve_test.sh line $LINENO (exit $?); the server said: $(tail -3 serve.log 2>/dev/null)"' ERR
 serve() {  # ARGS... -> $pid, $port
   "$gantry" serve runs/gan_fashion_mnist/latest --port 0 "$@" > serve.log 2>&1 &
   pid=$!
-  for _ in $(seq 100); do
+  for _ in $(seq 600); do  # a loaded machine (the suite runs two tests at once) may take seconds
     port=$(sed -n 's|.* on http://127.0.0.1:\([0-9]*\) .*|\1|p' serve.log)
     [[ -n $port ]] && return 0
     kill -0 $pid 2>/dev/null || { echo "FAIL: gantry serve exited: $(cat serve.log)"; exit 1; }
     sleep 0.1
   done
-  echo "FAIL: gantry serve printed no address: $(cat serve.log)"; exit 1
+  echo "FAIL: gantry serve printed no address in 60 s: $(cat serve.log)"; exit 1
 }
 
 serve --max-batch 64 --max-wait-ms 20
@@ -310,7 +311,7 @@ kill -TERM $pid; wait $pid
 # swapped in (its /v1/sample then is gantry sample's of that checkpoint).
 "$gantry" serve runs/gan_fashion_mnist --port 0 --watch --watch-interval-ms 100 > serve.log 2>&1 &
 pid=$!
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   port=$(sed -n 's|.* on http://127.0.0.1:\([0-9]*\) .*|\1|p' serve.log); [[ -n $port ]] && break; sleep 0.1
 done
 [[ -n $port ]] || { echo "FAIL: $(cat serve.log)"; exit 1; }
@@ -337,7 +338,7 @@ PY
 load=$!
 sleep 1
 "$gantry" train "$config" trainer.max_steps=100 trainer.resume=auto trainer.progress=none monitor.enabled=false >/dev/null
-for _ in $(seq 100); do grep -q "now serving .*step_0000100.ckpt" serve.log && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q "now serving .*step_0000100.ckpt" serve.log && break; sleep 0.1; done
 sleep 0.5; touch load.stop
 wait $load || { echo "FAIL: requests failed during the swap: $(cat load.log)"; exit 1; }
 read -r total failed steps < load.log

@@ -1,9 +1,20 @@
 #include "data/idx_dataset.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "gantry/errors.hpp"
@@ -35,9 +46,48 @@ size_t read_some(gzFile f, void* dst, size_t n, const std::string& path) {
   return total;
 }
 
+torch::Tensor decode_idx(const std::string& path);
+torch::Tensor read_idx_shared(const std::string& path);
+
+struct Sharing {
+  std::mutex m;
+  bool on = false;
+  std::set<std::string> files;  // the /dev/shm files this process mapped
+};
+Sharing& sharing() {
+  static Sharing s;
+  return s;
+}
+
 }  // namespace
 
+void share_decoded_idx_on_host(bool on) {
+  const char* env = std::getenv("GANTRY_SHARE_DATA");  // 0: every rank decodes its own copy
+  std::lock_guard lock(sharing().m);
+  sharing().on = on && !(env && std::string(env) == "0");
+}
+
+void release_shared_idx() {
+  std::lock_guard lock(sharing().m);
+  for (const std::string& f : sharing().files) ::unlink(f.c_str());  // the mappings stay valid
+  sharing().files.clear();
+  sharing().on = false;
+}
+
 torch::Tensor read_idx(const std::string& path) {
+  bool shared;
+  {
+    std::lock_guard lock(sharing().m);
+    shared = sharing().on;
+  }
+  if (shared)
+    if (torch::Tensor t = read_idx_shared(path); t.defined()) return t;
+  return decode_idx(path);
+}
+
+namespace {
+
+torch::Tensor decode_idx(const std::string& path) {
   if (!std::filesystem::exists(path)) throw DataError(path + ": no such file");
   GzFile f(gzopen(path.c_str(), "rb"));  // reads raw files as they are, too
   if (!f) throw DataError(path + ": cannot open");
@@ -67,6 +117,134 @@ torch::Tensor read_idx(const std::string& path) {
                     " bytes of data, the file has " + std::to_string(got));
   return data;
 }
+
+// ---- One decoded copy for the ranks of a host ----
+//
+// /dev/shm/gantry-idx-<hash of the file's path, size, mtime, owner>: a
+// 64-byte header ("GANTRYIDX1", the rank and dims as int64) and the bytes.
+// The first rank to take <name>.lock decodes and renames the file into
+// place; the others wait for it (a lock older than 2 minutes is a dead
+// rank's: taken over). Every rank maps it copy-on-write: the pages are
+// shared until someone writes, which nobody does. Any failure (no /dev/shm,
+// no space) leaves the caller decoding its own copy.
+
+constexpr char kMagic[] = "GANTRYIDX1";
+constexpr size_t kHeader = 64;
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The mapped file's tensor, or undefined when it is missing or not whole.
+torch::Tensor map_shared(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  unsigned char header[kHeader] = {};
+  torch::Tensor out;
+  if (::fstat(fd, &st) == 0 && size_t(st.st_size) >= kHeader && ::pread(fd, header, kHeader, 0) == ssize_t(kHeader) &&
+      std::memcmp(header, kMagic, sizeof kMagic) == 0) {
+    int64_t ndim = 0;
+    std::memcpy(&ndim, header + 16, 8);
+    std::vector<int64_t> dims;
+    size_t count = 1;
+    for (int64_t i = 0; i < ndim && ndim <= 5; ++i) {
+      int64_t d = 0;
+      std::memcpy(&d, header + 24 + 8 * i, 8);
+      dims.push_back(d);
+      count *= size_t(std::max<int64_t>(d, 0));
+    }
+    if (ndim >= 1 && ndim <= 5 && size_t(st.st_size) == kHeader + count) {
+      void* base = ::mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+      if (base != MAP_FAILED) {
+        const size_t length = size_t(st.st_size);
+        out = torch::from_blob(
+            static_cast<uint8_t*>(base) + kHeader, dims, [base, length](void*) { ::munmap(base, length); },
+            torch::kUInt8);
+      }
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+bool write_all(int fd, const void* data, size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+torch::Tensor read_idx_shared(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  std::error_code ec;
+  const std::string canonical = std::filesystem::canonical(path, ec).string();
+  char name[64];
+  std::snprintf(name, sizeof name, "gantry-idx-%016llx",
+                static_cast<unsigned long long>(
+                    fnv1a(canonical + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+                          std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(::getuid()))));
+  const std::string file = std::string("/dev/shm/") + name, lock = file + ".lock";
+  auto mapped = [&](torch::Tensor t) {
+    if (t.defined()) {
+      std::lock_guard guard(sharing().m);
+      sharing().files.insert(file);
+    }
+    return t;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (std::chrono::steady_clock::now() < give_up) {
+    if (torch::Tensor t = map_shared(file); t.defined()) return mapped(t);
+    const int fd = ::open(lock.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd >= 0) {  // this rank decodes
+      ::close(fd);
+      struct Unlock {
+        std::string f;
+        ~Unlock() { ::unlink(f.c_str()); }
+      } unlock{lock};
+      if (torch::Tensor t = map_shared(file); t.defined()) return mapped(t);  // written meanwhile
+      const torch::Tensor data = decode_idx(path);                            // a DataError goes to the caller
+      const std::string tmp = file + "." + std::to_string(::getpid()) + ".tmp";
+      const int out = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+      if (out < 0) return data;
+      unsigned char header[kHeader] = {};
+      std::memcpy(header, kMagic, sizeof kMagic);
+      const int64_t ndim = data.dim();
+      std::memcpy(header + 16, &ndim, 8);
+      for (int64_t i = 0; i < ndim; ++i) {
+        const int64_t d = data.size(i);
+        std::memcpy(header + 24 + 8 * i, &d, 8);
+      }
+      const bool ok = write_all(out, header, kHeader) && write_all(out, data.data_ptr(), size_t(data.numel()));
+      ::close(out);
+      if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) {  // no space in /dev/shm: this rank's own copy
+        ::unlink(tmp.c_str());
+        return data;
+      }
+      if (torch::Tensor t = map_shared(file); t.defined()) return mapped(t);
+      return data;
+    }
+    if (errno != EEXIST) return {};
+    // Another rank decodes: wait for its file (or its lock to go: then try again).
+    struct stat ls {};
+    if (::stat(lock.c_str(), &ls) == 0 &&
+        std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(ls.st_mtime) >
+            std::chrono::minutes(2))
+      ::unlink(lock.c_str());  // a dead rank's
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return {};
+}
+
+}  // namespace
 
 std::string find_idx_file(const std::string& dir, const std::string& stem) {
   const auto base = std::filesystem::path(dir) / stem;

@@ -25,6 +25,18 @@ struct ImageDataset {
 /// that does not fit, or truncated data.
 GANTRY_CORE_EXPORT torch::Tensor read_idx(const std::string& path);
 
+/// Ranks of one host decode an IDX file once: with sharing on, the first to
+/// read it writes it decoded to /dev/shm (gantry-idx-<hash of its path, size
+/// and time>) and every rank maps that copy (the memory counts once, not once
+/// per rank; the others skip the gunzip). Off by default; `gantry train` turns
+/// it on for a rank of several on its host and calls release_shared_idx()
+/// once every rank has loaded its data (after the rendezvous), which removes
+/// the files (the mappings stay) and turns sharing off. A file left by a
+/// crash is reused by the next run, or may be deleted at any time.
+/// GANTRY_SHARE_DATA=0 in the environment keeps it off.
+GANTRY_CORE_EXPORT void share_decoded_idx_on_host(bool on);
+GANTRY_CORE_EXPORT void release_shared_idx();
+
 /// Reads `<dir>/<prefix>-images-idx3-ubyte[.gz]` and, when present,
 /// `<dir>/<prefix>-labels-idx1-ubyte[.gz]`.
 GANTRY_CORE_EXPORT ImageDataset load_idx_images(const std::string& dir, const std::string& prefix);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <random>
 
+#include "dist/counting_store.hpp"
 #include "dist/shm_allreduce.hpp"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -16,6 +17,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -137,13 +139,13 @@ struct ProcessGroup::Heartbeat {
   std::thread thread;
 
   Heartbeat(const std::string& host, uint16_t port, int rank, std::chrono::milliseconds timeout,
-            const std::atomic<int64_t>* entered) {
+            const std::atomic<int64_t>* entered, std::shared_ptr<StoreCounts> counts) {
     c10d::TCPStoreOptions o;
     o.port = port;
     o.isServer = false;
     o.waitWorkers = false;
     o.timeout = timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(host, o);
+    store = c10::make_intrusive<CountingStore>(c10::make_intrusive<c10d::TCPStore>(host, o), std::move(counts));
     thread = std::thread([this, entered, beat = "gantry/beat/" + std::to_string(rank),
                           progress = "gantry/entered/" + std::to_string(rank)] {
       std::unique_lock<std::mutex> lock(m);
@@ -313,7 +315,10 @@ std::string with_file_limit_hint(const std::string& text) {
 }  // namespace
 
 ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout, bool nccl)
-    : env_(env), timeout_(timeout) {
+    : env_(env),
+      timeout_(timeout),
+      counts_(std::make_shared<StoreCounts>()),
+      beat_counts_(std::make_shared<StoreCounts>()) {
   env_.master_addr = resolve_master_host(env.master_addr);
   const std::string where = env_.master_addr + ":" + std::to_string(env.master_port);
   const std::string me = "rank " + std::to_string(env.rank);
@@ -327,7 +332,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   opts.waitWorkers = false;  // we wait ourselves, to name who is missing
   opts.timeout = timeout;
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, opts);
+    store_ = c10::make_intrusive<CountingStore>(c10::make_intrusive<c10d::TCPStore>(env_.master_addr, opts), counts_);
   } catch (const std::exception& e) {
     throw Error(me + ": " +
                 (env.rank == 0 ? "cannot listen on " + where
@@ -364,7 +369,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
                 " (not started, crashed, or another MASTER_ADDR/PORT?)");
   }
   try {
-    heartbeat_ = std::make_unique<Heartbeat>(env_.master_addr, opts.port, env.rank, timeout, &entered_);
+    heartbeat_ = std::make_unique<Heartbeat>(env_.master_addr, opts.port, env.rank, timeout, &entered_, beat_counts_);
   } catch (const std::exception& e) {
     throw Error(me + ": cannot open a second connection to the rendezvous store on " + where + ": " +
                 with_file_limit_hint(error_text(e)));
@@ -384,7 +389,10 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   } catch (const std::exception& e) {
     throw Error(me + ": cannot connect the Gloo process group: " + with_file_limit_hint(error_text(e)));
   }
-  if (!nccl) return;
+  if (!nccl) {
+    report_counts("start-up");
+    return;
+  }
 #if GANTRY_WITH_CUDA
   try {  // NCCL's communicator itself is made at the first CUDA collective (the broadcast of rank 0's weights)
     cuda::add_nccl_backend(*pg_, c10::make_intrusive<c10d::PrefixStore>("nccl", store_), env.rank, env.world_size,
@@ -395,9 +403,30 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
 #else
   throw Error(me + ": NCCL asked for, but this gantry was built against a LibTorch without CUDA");
 #endif
+  report_counts("start-up");
+}
+
+void ProcessGroup::report_counts(const std::string& when) {
+  static const bool wanted = [] {
+    const char* v = std::getenv("GANTRY_DIST_STATS");
+    return v && *v && std::string(v) != "0";
+  }();
+  if (!wanted) return;
+  const double unix_now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  rusage self{};
+  ::getrusage(RUSAGE_SELF, &self);
+  const double cpu = double(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+                     1e-6 * double(self.ru_utime.tv_usec + self.ru_stime.tv_usec);
+  std::fprintf(stderr,
+               "gantry dist stats: rank %d of %d, %s, unix %.3f, cpu %.3f s: store requests %s; heartbeat requests "
+               "%lld; collectives %lld\n",
+               env_.rank, env_.world_size, when.c_str(), unix_now, cpu, counts_->text().c_str(),
+               static_cast<long long>(beat_counts_->total()),
+               static_cast<long long>(entered_.load(std::memory_order_relaxed)));
 }
 
 ProcessGroup::~ProcessGroup() {
+  report_counts("the end");
   try {  // leaving: a failure another rank notices from now on is not this rank's
     store_->setTimeout(std::chrono::seconds(1));
     store_->set("gantry/ended/" + std::to_string(env_.rank), std::vector<uint8_t>{'1'});

@@ -25,6 +25,7 @@ class Store;
 namespace gantry {
 
 class ShmAllreduce;
+struct StoreCounts;
 
 /// "" when this process may open the descriptors `world_size` ranks need on
 /// rank `rank`; else the line saying how many and how to raise the limit.
@@ -85,6 +86,10 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   /// is also reported to `gantry launch` (GANTRY_LAUNCH_REPORT_FD). Takes
   /// ~1.5 s. "" when nobody is to blame.
   std::string silent_ranks();
+  /// GANTRY_DIST_STATS=1: one line on stderr with this rank's store requests,
+  /// heartbeat requests and collectives so far, `when` (bench/scale.sh reads
+  /// them at start-up, each logged step and the end; docs/scaling.md).
+  void report_counts(const std::string& when);
   /// Counts a collective this rank enters (the gradient all-reduce of a
   /// backward; ProcessGroup's own collectives count themselves).
   void entering() { entered_.fetch_add(1, std::memory_order_relaxed); }
@@ -96,6 +101,8 @@ class GANTRY_CORE_EXPORT ProcessGroup {
 
   DistEnv env_;
   std::chrono::milliseconds timeout_;
+  std::shared_ptr<StoreCounts> counts_;       // the store's requests
+  std::shared_ptr<StoreCounts> beat_counts_;  // the heartbeat's
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   int next_id_ = 0;

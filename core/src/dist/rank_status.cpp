@@ -45,6 +45,7 @@ void RankStatusReporter::report(int64_t step, int64_t batch_size, bool write) {
   own_.samples_per_s = rate_;
   own_.rss_mib = resident_mib();
   own_.wall_time = unix_time();
+  if (pg_) pg_->report_counts("step " + std::to_string(step));
   if (pg_) pg_->publish_status(wire::encode({0, own_}));
   if (write) this->write();
 }

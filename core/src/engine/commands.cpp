@@ -273,6 +273,12 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   const int threads = configure_threads(cfg.trainer.threads, dist.local_world_size);
   if (zero) print_banner(exp, threads);
   if (dist.world_size > 1) std::printf("%s\n", dist.describe().c_str());
+  // The ranks of a host decode the IDX data once and map one copy; the files
+  // go once the rendezvous shows every rank has loaded its data.
+  struct ReleaseSharedData {
+    ~ReleaseSharedData() { release_shared_idx(); }
+  } release_shared_data;
+  share_decoded_idx_on_host(dist.local_world_size > 1);
   give_data(exp, zero);
 
   std::string run_dir;
@@ -290,6 +296,7 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   install_stop_signals();
   install_crash_handlers();  // a plugin's segfault or abort: one line and a `failed` record, then the signal
   Trainer trainer(std::move(exp), run_dir, dist);
+  release_shared_idx();  // the rendezvous is done: every rank of this host has mapped the data
   if (zero) record_config(run_dir, cfg, trainer.resume_changes());  // after a resume's changes were accepted
   const FitResult r = trainer.fit();
   fresh.keep();

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""gantry launch -n N of the basic GAN (small per-rank batch, 1 thread a
+rank) on this machine, for each N: the time from the launch to rank 0's
+first step and its floor (N x one rank's start-up CPU time / the cores), the
+peak memory of all ranks together as PSS (shared pages counted once) and
+RSS, and each rank's control traffic through the rendezvous store (gantry's
+and Gloo's requests, from GANTRY_DIST_STATS lines) at start-up and per
+logged step, with the collectives per step. One table (Markdown).
+   scale.py GANTRY CONFIG WORK_DIR SIZES... [-- extra overrides]"""
+import os, re, statistics, subprocess, sys, threading, time
+
+gantry, config, work = sys.argv[1], sys.argv[2], sys.argv[3]
+rest = sys.argv[4:]
+extra = rest[rest.index("--") + 1:] if "--" in rest else []
+sizes = [int(x) for x in (rest[:rest.index("--")] if "--" in rest else rest)]
+cores = os.cpu_count()
+steps = 20
+common = ["data.batch_size=8", "trainer.threads=1", "trainer.log_every_n_steps=1",
+          "trainer.progress=none", "monitor.enabled=false", "trainer.image_every_n_steps=0"] + extra
+
+def memory_of(pids):
+    pss = rss = 0
+    for p in pids:
+        try:
+            for line in open(f"/proc/{p}/smaps_rollup"):
+                if line.startswith("Pss:"): pss += int(line.split()[1])
+                elif line.startswith("Rss:"): rss += int(line.split()[1])
+        except OSError:
+            pass
+    return pss / 1024, rss / 1024  # MiB
+
+def ranks_of(launcher):
+    try:
+        return [int(x) for x in open(f"/proc/{launcher}/task/{launcher}/children").read().split()]
+    except OSError:
+        return []
+
+STAT = re.compile(r"gantry dist stats: rank (\d+) of (\d+), ([^,]+), unix ([\d.]+), cpu ([\d.]+) s: store requests "
+                  r"(\d+) .*?; heartbeat requests (\d+); collectives (\d+)")
+
+cpu1 = None  # one rank's CPU seconds from exec to its first step, at the smallest N
+header = ("| ranks | launch to first step s | floor s | above floor | CPU to first step a rank s | peak PSS GiB "
+          "(per rank MiB) | peak RSS GiB | store requests at start-up, rank 0 / others (max) | per logged step, "
+          "rank 0 / others | collectives per step | heartbeat requests/s a rank |\n|---|---|---|---|---|---|---|---|---|---|---|")
+for n in sizes:
+    env = dict(os.environ, GANTRY_DIST_STATS="1")
+    start = time.time()
+    proc = subprocess.Popen([gantry, "launch", "-n", str(n), config, *common, f"trainer.max_steps={steps}",
+                             f"trainer.out_dir={work}/n{n}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    peak = [0.0, 0.0, 0]
+    done = threading.Event()
+    def sample():
+        while not done.is_set():
+            pids = ranks_of(proc.pid)
+            pss, rss = memory_of(pids)
+            if pss > peak[0]: peak[:] = [pss, rss, len(pids)]
+            time.sleep(0.5)
+    t = threading.Thread(target=sample); t.start()
+    out = proc.communicate()[0]
+    done.set(); t.join()
+    if proc.returncode != 0 or "replicas bit-identical" not in out:
+        print(f"| {n} | failed (exit {proc.returncode}): {out.strip().splitlines()[-1][:200]} |")
+        continue
+    stats = {}  # rank -> [(when, unix, store, beat, collectives)]
+    for m in STAT.finditer(out):
+        stats.setdefault(int(m[1]), []).append((m[3], float(m[4]), int(m[6]), int(m[7]), int(m[8]), float(m[5])))
+    def at(rank, when):
+        return next(x for x in stats[rank] if x[0] == when)
+    first = at(0, "step 1")[1] - start
+    cpu_first = statistics.mean(at(r, "step 1")[5] for r in stats)
+    if cpu1 is None:
+        cpu1 = cpu_first
+        print(f"one rank's start-up: {cpu1:.2f} s of CPU from exec to its first step (mean over the {n} ranks); "
+              f"{cores} cores: the floor of N ranks is N x {cpu1:.2f} / {cores} s\n")
+        print(header)
+    floor = n * cpu1 / cores
+    startup = {r: at(r, "start-up")[2] for r in stats}
+    per_step = {}
+    for r, rows in stats.items():
+        steps_rows = [x for x in rows if x[0].startswith("step ")]
+        d = [b[2] - a[2] for a, b in zip(steps_rows[1:], steps_rows[2:])]  # after the first logged step
+        per_step[r] = statistics.median(d) if d else 0
+    coll = [b[4] - a[4] for a, b in zip([x for x in stats[0] if x[0].startswith("step ")][1:],
+                                       [x for x in stats[0] if x[0].startswith("step ")][2:])]
+    end0 = at(0, "the end")
+    beat_rate = end0[3] / max(1e-9, end0[1] - at(0, "start-up")[1] + 0.5)
+    others = [r for r in stats if r != 0]
+    print(f"| {n} | {first:.1f} | {floor:.1f} | {100 * (first / floor - 1):+.0f}% | {cpu_first:.2f} | {peak[0] / 1024:.2f} "
+          f"({peak[0] / max(1, peak[2]):.0f}) | {peak[1] / 1024:.2f} | {startup[0]} / "
+          f"{max(startup[r] for r in others) if others else '-'} | {per_step[0]:g} / "
+          f"{max(per_step[r] for r in others) if others else '-'} | {statistics.median(coll) if coll else 0:g} "
+          f"| {beat_rate:.1f} |", flush=True)
