@@ -141,6 +141,9 @@ int main(int argc, char** argv) {
                           ": gantry launch runs ranks on this node only, "
                           "but trainer.num_nodes is " +
                           std::to_string(job.num_nodes) + " (use gantry submit for several nodes)");
+      // Once here, not one line from each of N ranks (that the first to fail cut short).
+      if (const std::string short_of = engine::file_limit_for_ranks(nproc); !short_of.empty())
+        throw Error("gantry launch -n " + std::to_string(nproc) + ": " + short_of);
       LaunchOptions lo;
       lo.gantry_exe = boost::dll::program_location().string();
       return launch(nproc, config, overrides, lo);

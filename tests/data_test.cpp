@@ -1,6 +1,17 @@
 // The IDX reader, PNG codec, image grid and data loader; data.format cifar10
 // (CIFAR-10's binary batches) and image_folder (PNG/JPEG in class folders).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include <thread>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
 
 #include "data/data_loader.hpp"
 #include "data/image_dataset.hpp"
@@ -45,6 +56,70 @@ TEST(Idx, ReadsRawAndGzip) {
     EXPECT_EQ(t.sizes(), (std::vector<int64_t>{2, 3, 4}));
     EXPECT_EQ(t[1][2][3].item<int>(), 230);
   }
+}
+
+// The ranks of a host decode an IDX file once: the first read (sharing on)
+// writes /dev/shm/gantry_data_<...>, a later read maps that file instead of
+// decoding (a byte changed in the file shows in the second tensor, which a
+// fresh decode would not have), release removes the file and the tensors
+// stay readable; a dead rank's lock is taken over and its half-written
+// file removed; with
+// sharing off nothing is written.
+TEST(Idx, RanksOfAHostMapOneDecodedCopy) {
+  TempDir dir;
+  std::string pixels;
+  for (int i = 0; i < 3 * 5 * 7; ++i) pixels.push_back(static_cast<char>(i));
+  write_gz(dir / "shared.gz", idx_bytes({3, 5, 7}, pixels));
+  const std::string path = dir / "shared.gz";
+  const std::string file = shared_idx_file(path);
+  ASSERT_EQ(file.rfind("/dev/shm/gantry_data_", 0), 0u) << file;
+  ::unlink(file.c_str());
+
+  share_decoded_idx_on_host(false);
+  const torch::Tensor own = read_idx(path);
+  EXPECT_FALSE(std::filesystem::exists(file));
+
+  share_decoded_idx_on_host(true);
+  const torch::Tensor first = read_idx(path);
+  ASSERT_TRUE(std::filesystem::exists(file));
+  EXPECT_TRUE(torch::equal(first, own));
+  {  // another rank's read maps the file: change one byte of it and read again
+    std::FILE* f = std::fopen(file.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 64 + 2 * 35 + 6, SEEK_SET);  // the header, then [2][0][6]
+    std::fputc(250, f);
+    std::fclose(f);
+  }
+  const torch::Tensor second = read_idx(path);
+  EXPECT_EQ(second[2][0][6].item<int>(), 250);  // mapped, not decoded again (the source says 76)
+  release_shared_idx();
+  EXPECT_FALSE(std::filesystem::exists(file));
+  EXPECT_EQ(second.sum().item<int64_t>(), own.sum().item<int64_t>() - 76 + 250);  // still mapped, still readable
+
+  // A lock held by a rank that died while decoding (here: a child process
+  // that takes it and is killed) is the next reader's at once.
+  share_decoded_idx_on_host(true);
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    const int fd = ::open((file + ".lock").c_str(), O_CREAT | O_RDWR, 0600);
+    ::flock(fd, LOCK_EX);
+    std::FILE* half = std::fopen((file + "." + std::to_string(::getpid()) + ".tmp").c_str(), "wb");
+    std::fputs("GANTRYIDX1", half);
+    std::fclose(half);
+    ::pause();
+    ::_exit(0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_TRUE(torch::equal(read_idx(path), own));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  EXPECT_TRUE(std::filesystem::exists(file));
+  EXPECT_FALSE(std::filesystem::exists(file + ".lock"));
+  EXPECT_FALSE(std::filesystem::exists(file + "." + std::to_string(holder) + ".tmp"));
+  release_shared_idx();
+  EXPECT_FALSE(std::filesystem::exists(file));
 }
 
 TEST(Idx, RealFashionMnist) {

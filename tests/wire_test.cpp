@@ -17,6 +17,18 @@ namespace {
 
 std::vector<wire::Message> every_message() {
   wire::RunInfo info{"gan", "gan", "0.1.0", "gan 0.1.0 (ABI 1.0)", "name: gan\n", 2, 1, 1.7e9, 2814};
+  wire::RankStatus status{1, "node2", 500, 1234.5, 812.25, 1.7e9 + 3};
+  status.step_ms = 41.5;
+  status.data_ms = 2.25;
+  status.compute_ms = 30;
+  status.comm_ms = 6.5;
+  status.optimizer_ms = 1.75;
+  status.other_ms = 1;
+  status.cpu_pct = 97.5;
+  status.gpu_util_pct = 88;
+  status.gpu_mem_mib = 4096;
+  status.gpu_power_w = 301.5;
+  status.straggler = true;
   wire::Scalars scalars;
   scalars.points = {{10, 1.7e9 + 1, "g_loss", 0.75}, {10, 1.7e9 + 1, "d_loss", std::nan("")}};
   return {{0, wire::Hello{1, "s3cret", 41}},
@@ -24,7 +36,7 @@ std::vector<wire::Message> every_message() {
           {1, info},
           {2, scalars},
           {3, wire::Image{"generated", 500, 1.7e9 + 2, 242, 242, std::string("\x89PNG\r\n\x1a\n...", 11)}},
-          {4, wire::RankStatus{1, "node2", 500, 1234.5, 812.25, 1.7e9 + 3}},
+          {4, status},
           {5, wire::Event{"checkpoint", 500, 1.7e9 + 4, "runs/x/checkpoints/step_0000500.ckpt"}}};
 }
 
@@ -70,6 +82,27 @@ TEST(Wire, AnAppendedFieldIsOptional) {
   const auto old = std::get<wire::RunInfo>(wire::decode(frame).payload);
   EXPECT_EQ(old.total_steps, -1);
   EXPECT_EQ(old.start_time, 1.7e9);
+}
+
+TEST(Wire, ARankStatusWithoutItsStepPartsDecodesThemAsUnknown) {
+  std::string frame = wire::encode(every_message()[5]);
+  const auto full = std::get<wire::RankStatus>(wire::decode(frame).payload);
+  EXPECT_EQ(full.comm_ms, 6.5);
+  EXPECT_EQ(full.busy_ms(), 35);
+  EXPECT_TRUE(full.straggler);
+  frame.resize(frame.size() - (10 * 8 + 1));  // a writer from before the parts
+  const uint32_t n = static_cast<uint32_t>(frame.size() - 16);
+  std::memcpy(&frame[12], &n, 4);
+  const auto old = std::get<wire::RankStatus>(wire::decode(frame).payload);
+  EXPECT_EQ(old.wall_time, 1.7e9 + 3);
+  EXPECT_EQ(old.step_ms, -1);
+  EXPECT_EQ(old.gpu_power_w, -1);
+  EXPECT_EQ(old.busy_ms(), -1);
+  EXPECT_FALSE(old.straggler);
+  frame.resize(frame.size() - 3);  // and one cut inside wall_time is no frame
+  const uint32_t m = static_cast<uint32_t>(frame.size() - 16);
+  std::memcpy(&frame[12], &m, 4);
+  EXPECT_NE(wire_error(frame).find("RankStatus.wall_time"), std::string::npos) << wire_error(frame);
 }
 
 TEST(Wire, FieldsAppendedByANewerWriterAreSkipped) {

@@ -114,6 +114,10 @@ void put(Writer& w, const RankStatus& m) {
   w.f64(m.samples_per_s);
   w.f64(m.rss_mib);
   w.f64(m.wall_time);
+  for (double v : {m.step_ms, m.data_ms, m.compute_ms, m.comm_ms, m.optimizer_ms, m.other_ms, m.cpu_pct, m.gpu_util_pct,
+                   m.gpu_mem_mib, m.gpu_power_w})
+    w.f64(v);
+  w.u8(m.straggler ? 1 : 0);
 }
 void put(Writer& w, const Event& m) {
   w.str(m.kind);
@@ -188,6 +192,12 @@ Payload get_payload(uint8_t type, Reader& r) {
       m.samples_per_s = r.f64("RankStatus.samples_per_s");
       m.rss_mib = r.f64("RankStatus.rss_mib");
       m.wall_time = r.f64("RankStatus.wall_time");
+      if (!r.at_end()) {  // appended fields: optional (absent from an older writer's frames)
+        for (double* v : {&m.step_ms, &m.data_ms, &m.compute_ms, &m.comm_ms, &m.optimizer_ms, &m.other_ms, &m.cpu_pct,
+                          &m.gpu_util_pct, &m.gpu_mem_mib, &m.gpu_power_w})
+          *v = r.f64("RankStatus.parts");
+        m.straggler = r.u8("RankStatus.straggler") != 0;
+      }
       r.skip_appended();
       return m;
     }

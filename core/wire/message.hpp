@@ -73,6 +73,27 @@ struct RankStatus {
   double samples_per_s = 0;
   double rss_mib = 0;
   double wall_time = 0;
+  // Appended (protocol 1 still; an older writer's frames leave them -1, as
+  // unknown): where the rank's time went since its previous status, in ms per
+  // step, measured with the host's clock. step = data + compute + comm +
+  // optimizer + other; comm is what the rank waited in collectives (the
+  // gradient all-reduce after its last gradient, the metrics read and stop
+  // agreement, the status gather), so step - comm is what the rank itself
+  // spent: its busy time.
+  double step_ms = -1;
+  double data_ms = -1;       ///< waiting for the next batch (the loader, ctx.next_batch)
+  double compute_ms = -1;    ///< the plugin's training_step: forward and backward
+  double comm_ms = -1;       ///< waiting in collectives
+  double optimizer_ms = -1;  ///< the optimizer steps
+  double other_ms = -1;      ///< callbacks: logging, grids, checkpoints
+  double cpu_pct = -1;       ///< the process's CPU time / wall time (100: one core busy)
+  double gpu_util_pct = -1;  ///< NVML, the rank's GPU (-1: none, or no NVML)
+  double gpu_mem_mib = -1;   ///< NVML: memory in use on that GPU
+  double gpu_power_w = -1;   ///< NVML: the GPU's power draw
+  /// Rank 0 found this rank a straggler (trainer.straggler_factor) at this status.
+  bool straggler = false;
+  /// Busy time (step_ms - comm_ms), -1 when unknown.
+  double busy_ms() const { return step_ms < 0 || comm_ms < 0 ? -1 : step_ms - comm_ms; }
 };
 /// Something that happened: kind is one of checkpoint, warning, nan,
 /// requeued, finished, failed, dropped (client queue overflow).

@@ -5,7 +5,9 @@
 // `system.crash` (segv, abort, throw42) crashes training_step after
 // `system.crash_after` steps instead: a plugin bug the runner cannot catch;
 // `system.hang_on_rank` R loops forever there on rank R (the process lives,
-// its heartbeat goes on). `system.hide_module` trains a second Linear that
+// its heartbeat goes on). `system.slow_rank` R sleeps `system.slow_ms` in
+// each training_step on rank R from step `system.slow_from` to before
+// `system.slow_until` (-1: the end): a straggler. `system.hide_module` trains a second Linear that
 // modules() does not return (a plugin author's silent mistake);
 // `system.log_val_n` logs validation values with Reduce::kSum and kMax.
 // Otherwise a working system: a linear regression on 8 samples of its own.
@@ -41,6 +43,10 @@ class Throws : public gantry::System {
         crash_(p.get("crash", "")),
         crash_after_(p.get("crash_after", int64_t{5})),
         hang_on_rank_(p.get("hang_on_rank", int64_t{-1})),
+        slow_rank_(p.get("slow_rank", int64_t{-1})),
+        slow_ms_(p.get("slow_ms", int64_t{50})),
+        slow_from_(p.get("slow_from", int64_t{0})),
+        slow_until_(p.get("slow_until", int64_t{-1})),
         hide_module_(p.get("hide_module", false)),
         log_val_n_(p.get("log_val_n", false)),
         model_(4, 1),
@@ -75,6 +81,8 @@ class Throws : public gantry::System {
   }
   void training_step(const gantry::Batch& batch, gantry::StepContext& ctx) override {
     maybe("training_step");
+    if (ctx.rank() == slow_rank_ && steps_ >= slow_from_ && (slow_until_ < 0 || steps_ < slow_until_))
+      std::this_thread::sleep_for(std::chrono::milliseconds(slow_ms_));
     if (steps_++ >= crash_after_) {
       if (crash_ == "segv") *static_cast<volatile int*>(nullptr) = 1;
       if (crash_ == "abort") std::abort();
@@ -137,7 +145,8 @@ class Throws : public gantry::System {
   void maybe(const char* hook) const { TORCH_CHECK(throw_in_ != hook, "boom in ", hook); }
 
   std::string throw_in_, crash_;
-  int64_t crash_after_ = 5, hang_on_rank_ = -1, steps_ = 0;
+  int64_t crash_after_ = 5, hang_on_rank_ = -1, slow_rank_ = -1, slow_ms_ = 50, slow_from_ = 0, slow_until_ = -1,
+          steps_ = 0;
   bool hide_module_ = false, log_val_n_ = false;
   torch::nn::Linear model_, hidden_;
 };

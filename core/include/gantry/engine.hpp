@@ -136,4 +136,9 @@ GANTRY_CORE_EXPORT std::string read_file(const std::string& path, uint64_t max_b
 /// The cores this process may use (its affinity mask and cgroup quota).
 GANTRY_CORE_EXPORT int available_cores();
 
+/// "" when this process (and the ranks it starts, which inherit its limit)
+/// may open the descriptors `world_size` local ranks need; else the line
+/// saying how many rank 0 needs and how to raise the limit.
+GANTRY_CORE_EXPORT std::string file_limit_for_ranks(int world_size);
+
 }  // namespace gantry::engine

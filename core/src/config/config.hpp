@@ -201,6 +201,13 @@ struct GANTRY_CORE_EXPORT BatchCount {
     "path, or `fresh` (step 0, also on a SLURM restart); empty: a new run")                                         \
   X(double, dist_timeout, dist_timeout, 300, v > 0, "> 0 seconds",                                                  \
     "seconds a rank waits for the others (rendezvous, collectives)")                                                \
+  X(double, straggler_factor, straggler_factor, 2.0, v == 0 || v > 1, "> 1 (0: off)",                               \
+    "with more than one rank: rank 0 names a rank whose busy time per step (its step minus its waits for the "      \
+    "others) is more than this many times the other ranks' median for `straggler_intervals` metrics rows in a "     \
+    "row (a `straggler:` line and event, `ranks.csv`, the end's summary; every rank of a host at once names "       \
+    "the host); 0: never")                                                                                          \
+  X(int64_t, straggler_intervals, straggler_intervals, 3, v > 0, "> 0",                                             \
+    "`straggler_factor`: how many metrics rows in a row a rank must be that slow")                                  \
   X(int64_t, check_replicas_every_n_steps, check_replicas_every_n_steps, 0, v >= 0, ">= 0",                         \
     "with more than one rank: also check every n batches that the replicas are identical (a checksum per "          \
     "parameter, all-reduced; always before each checkpoint and at the end); 0: only then")                          \

@@ -1,6 +1,7 @@
 #include "data/idx_dataset.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -120,11 +121,11 @@ torch::Tensor decode_idx(const std::string& path) {
 
 // ---- One decoded copy for the ranks of a host ----
 //
-// /dev/shm/gantry-idx-<hash of the file's path, size, mtime, owner>: a
+// /dev/shm/gantry_data_<hash of the file's path, size, mtime, owner>: a
 // 64-byte header ("GANTRYIDX1", the rank and dims as int64) and the bytes.
-// The first rank to take <name>.lock decodes and renames the file into
-// place; the others wait for it (a lock older than 2 minutes is a dead
-// rank's: taken over). Every rank maps it copy-on-write: the pages are
+// The rank that holds the flock on <name>.lock decodes and renames the file
+// into place; the others wait for it (a holder that dies drops the lock, and
+// the next takes over). Every rank maps it copy-on-write: the pages are
 // shared until someone writes, which nobody does. Any failure (no /dev/shm,
 // no space) leaves the caller decoding its own copy.
 
@@ -183,16 +184,8 @@ bool write_all(int fd, const void* data, size_t n) {
 }
 
 torch::Tensor read_idx_shared(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};
-  std::error_code ec;
-  const std::string canonical = std::filesystem::canonical(path, ec).string();
-  char name[64];
-  std::snprintf(name, sizeof name, "gantry-idx-%016llx",
-                static_cast<unsigned long long>(
-                    fnv1a(canonical + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
-                          std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(::getuid()))));
-  const std::string file = std::string("/dev/shm/") + name, lock = file + ".lock";
+  const std::string file = shared_idx_file(path), lock = file + ".lock";
+  if (file.empty()) return {};
   auto mapped = [&](torch::Tensor t) {
     if (t.defined()) {
       std::lock_guard guard(sharing().m);
@@ -200,51 +193,73 @@ torch::Tensor read_idx_shared(const std::string& path) {
     }
     return t;
   };
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  // The lock is an flock on <file>.lock: the kernel drops it when its holder
+  // dies, so a killed rank never leaves the others waiting.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
   while (std::chrono::steady_clock::now() < give_up) {
     if (torch::Tensor t = map_shared(file); t.defined()) return mapped(t);
-    const int fd = ::open(lock.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-    if (fd >= 0) {  // this rank decodes
+    const int fd = ::open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) return {};                      // no /dev/shm here: each rank its own copy
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {  // another rank decodes: wait for its file
       ::close(fd);
-      struct Unlock {
-        std::string f;
-        ~Unlock() { ::unlink(f.c_str()); }
-      } unlock{lock};
-      if (torch::Tensor t = map_shared(file); t.defined()) return mapped(t);  // written meanwhile
-      const torch::Tensor data = decode_idx(path);                            // a DataError goes to the caller
-      const std::string tmp = file + "." + std::to_string(::getpid()) + ".tmp";
-      const int out = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
-      if (out < 0) return data;
-      unsigned char header[kHeader] = {};
-      std::memcpy(header, kMagic, sizeof kMagic);
-      const int64_t ndim = data.dim();
-      std::memcpy(header + 16, &ndim, 8);
-      for (int64_t i = 0; i < ndim; ++i) {
-        const int64_t d = data.size(i);
-        std::memcpy(header + 24 + 8 * i, &d, 8);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    struct Unlock {  // removed while held: a rank that opens it later finds the file first
+      int fd;
+      std::string f;
+      ~Unlock() {
+        ::unlink(f.c_str());
+        ::close(fd);
       }
-      const bool ok = write_all(out, header, kHeader) && write_all(out, data.data_ptr(), size_t(data.numel()));
-      ::close(out);
-      if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) {  // no space in /dev/shm: this rank's own copy
-        ::unlink(tmp.c_str());
-        return data;
-      }
-      if (torch::Tensor t = map_shared(file); t.defined()) return mapped(t);
+    } unlock{fd, lock};
+    if (torch::Tensor t = map_shared(file); t.defined()) return mapped(t);  // written meanwhile
+    // A holder killed while writing left its <file>.<pid>.tmp: nobody else writes now.
+    std::error_code ec;
+    const std::string prefix = std::filesystem::path(file).filename().string() + ".";
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(file).parent_path(), ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind(prefix, 0) == 0 && name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0)
+        std::filesystem::remove(e.path(), ec);
+    }
+    const torch::Tensor data = decode_idx(path);  // a DataError goes to the caller
+    const std::string tmp = file + "." + std::to_string(::getpid()) + ".tmp";
+    const int out = ::open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
+    if (out < 0) return data;
+    unsigned char header[kHeader] = {};
+    std::memcpy(header, kMagic, sizeof kMagic);
+    const int64_t ndim = data.dim();
+    std::memcpy(header + 16, &ndim, 8);
+    for (int64_t i = 0; i < ndim; ++i) {
+      const int64_t d = data.size(i);
+      std::memcpy(header + 24 + 8 * i, &d, 8);
+    }
+    const bool ok = write_all(out, header, kHeader) && write_all(out, data.data_ptr(), size_t(data.numel()));
+    ::close(out);
+    if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) {  // no space in /dev/shm: this rank's own copy
+      ::unlink(tmp.c_str());
       return data;
     }
-    if (errno != EEXIST) return {};
-    // Another rank decodes: wait for its file (or its lock to go: then try again).
-    struct stat ls {};
-    if (::stat(lock.c_str(), &ls) == 0 &&
-        std::chrono::system_clock::now() - std::chrono::system_clock::from_time_t(ls.st_mtime) >
-            std::chrono::minutes(2))
-      ::unlink(lock.c_str());  // a dead rank's
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (torch::Tensor t = map_shared(file); t.defined()) return mapped(t);
+    return data;
   }
   return {};
 }
 
 }  // namespace
+
+std::string shared_idx_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  std::error_code ec;
+  const std::string canonical = std::filesystem::canonical(path, ec).string();
+  char name[64];
+  std::snprintf(name, sizeof name, "gantry_data_%016llx",
+                static_cast<unsigned long long>(
+                    fnv1a(canonical + ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+                          std::to_string(st.st_mtim.tv_nsec) + ":" + std::to_string(::getuid()))));
+  return std::string("/dev/shm/") + name;
+}
 
 std::string find_idx_file(const std::string& dir, const std::string& stem) {
   const auto base = std::filesystem::path(dir) / stem;

@@ -26,7 +26,7 @@ struct ImageDataset {
 GANTRY_CORE_EXPORT torch::Tensor read_idx(const std::string& path);
 
 /// Ranks of one host decode an IDX file once: with sharing on, the first to
-/// read it writes it decoded to /dev/shm (gantry-idx-<hash of its path, size
+/// read it writes it decoded to /dev/shm (gantry_data_<hash of its path, size
 /// and time>) and every rank maps that copy (the memory counts once, not once
 /// per rank; the others skip the gunzip). Off by default; `gantry train` turns
 /// it on for a rank of several on its host and calls release_shared_idx()
@@ -36,6 +36,8 @@ GANTRY_CORE_EXPORT torch::Tensor read_idx(const std::string& path);
 /// GANTRY_SHARE_DATA=0 in the environment keeps it off.
 GANTRY_CORE_EXPORT void share_decoded_idx_on_host(bool on);
 GANTRY_CORE_EXPORT void release_shared_idx();
+/// Where the ranks of a host share `path` decoded ("" when it cannot be read).
+GANTRY_CORE_EXPORT std::string shared_idx_file(const std::string& path);
 
 /// Reads `<dir>/<prefix>-images-idx3-ubyte[.gz]` and, when present,
 /// `<dir>/<prefix>-labels-idx1-ubyte[.gz]`.

@@ -18,6 +18,7 @@
 #define GANTRY_HOST_ALLOCATOR 1
 #endif
 
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -39,6 +40,14 @@ void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::
 }
 
 std::string device_name(int index) { return at::cuda::getDeviceProperties(index)->name; }
+
+std::string pci_bus_id(int index) {
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(index);
+  char id[32];
+  std::snprintf(id, sizeof id, "%08x:%02x:%02x.0", unsigned(p->pciDomainID), unsigned(p->pciBusID),
+                unsigned(p->pciDeviceID));
+  return id;
+}
 
 std::string nccl_version() { return nccl_version_text(torch::cuda::nccl::version()); }
 

@@ -33,6 +33,10 @@ void add_nccl_backend(c10d::ProcessGroup& group, const c10::intrusive_ptr<c10d::
 /// The device's name ("NVIDIA H200"), for the throughput's peak table.
 std::string device_name(int index);
 
+/// The device's PCI bus id ("00000000:3b:00.0"), which names it to NVML
+/// whatever CUDA_VISIBLE_DEVICES renumbered.
+std::string pci_bus_id(int index);
+
 /// The NCCL version LibTorch was built with ("2.27.3"), for the "ddp:" line.
 std::string nccl_version();
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "dist/counting_store.hpp"
@@ -339,34 +340,86 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
                                : "cannot reach the master (rank 0) at " + where + " within " + seconds(timeout)) +
                 ": " + with_file_limit_hint(error_text(e)));
   }
-  // Everyone checks in; everyone waits for everyone, then names the missing.
-  store_->set("gantry/arrived/" + std::to_string(env.rank), std::vector<uint8_t>{1});
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<int> missing;  // as of the last look
-  while (true) {
-    std::vector<int> now_missing;
+  // Everyone checks in: one counter, bumped once by each rank; the rank that
+  // makes it whole writes "ok" under gantry/rendezvous, which every rank
+  // waits for (one request each, answered by the store when the key is set).
+  // When rank 0's wait ends first, it reads the arrival keys and writes the
+  // missing ranks there instead, so that the ranks that did arrive name them
+  // too before its store goes, and stays until they have read it (at most
+  // 3 s). The first to bump gantry/rendezvous_decided writes. A wait that
+  // timed out leaves its connection out of step (the store answers it later),
+  // so what follows goes over a new one. (Before: every rank polled every
+  // rank's key every 50 ms, N x N requests a round on rank 0's store.)
+  const std::string verdict_key = "gantry/rendezvous";
+  const std::string never = " never arrived at the rendezvous on " + where;
+  const std::string hint = " (not started, crashed, or another MASTER_ADDR/PORT?)";
+  auto bytes = [](const std::string& t) { return std::vector<uint8_t>(t.begin(), t.end()); };
+  auto client = [&]() -> c10::intrusive_ptr<c10d::Store> {
+    c10d::TCPStoreOptions o = opts;
+    o.isServer = false;
+    o.timeout = std::chrono::seconds(10);
+    return c10::make_intrusive<CountingStore>(c10::make_intrusive<c10d::TCPStore>(env_.master_addr, o), counts_);
+  };
+  auto decide = [&](c10d::Store& s, const std::string& text) {
+    if (s.add("gantry/rendezvous_decided", 1) == 1) s.set(verdict_key, bytes(text));
+  };
+  auto missing_in = [&](c10d::Store& s) {
+    std::vector<int> missing;
+    for (int r = 0; r < env.world_size; ++r)
+      if (!s.check({"gantry/arrived/" + std::to_string(r)})) missing.push_back(r);
+    return missing;
+  };
+  std::string verdict;
+  try {
+    store_->set("gantry/arrived/" + std::to_string(env.rank), bytes("1"));
+    if (store_->add("gantry/arrivals", 1) == env.world_size) decide(*store_, "ok");
+    // Rank 0's store_ is the store itself (it cannot be replaced): it waits over a connection of its own.
+    c10::intrusive_ptr<c10d::Store> waiter = env.rank == 0 ? client() : store_;
+    bool timed_out = false;
     try {
-      for (int r = 0; r < env.world_size; ++r)
-        if (!store_->check({"gantry/arrived/" + std::to_string(r)})) now_missing.push_back(r);
-    } catch (const std::exception& e) {
-      // The store lives in rank 0's process: it gave up waiting (its deadline
-      // came first) and ended. Say who was missing here, not "Broken pipe".
-      if (missing.empty())
-        throw Error(me + ": the rendezvous on " + where +
-                    " ended (rank 0 is gone; its output says why): " + error_text(e));
-      throw Error(me + ": " + ranks_word(missing) + " of " + std::to_string(env.world_size) +
-                  " never arrived at the rendezvous on " + where +
-                  "; rank 0 gave up waiting first and ended it "
-                  "(not started, crashed, or another MASTER_ADDR/PORT?)");
+      waiter->wait({verdict_key}, timeout);
+    } catch (const std::exception&) {
+      timed_out = true;
     }
-    missing = std::move(now_missing);
-    if (missing.empty() || std::chrono::steady_clock::now() > deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (timed_out) {
+      if (env.rank != 0) store_ = client();  // throws when rank 0 (and its store) is gone: below
+      std::vector<int> missing = missing_in(*store_);
+      if (!missing.empty() && env.rank != 0 && !store_->check({verdict_key}))
+        throw Error(me + ": " + ranks_word(missing) + " of " + std::to_string(env.world_size) + never + " within " +
+                    seconds(timeout) + hint);
+      std::string list;
+      for (int r : missing) list += (list.empty() ? "" : ",") + std::to_string(r);
+      if (env.rank == 0) decide(*store_, missing.empty() ? "ok" : "missing " + list);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!store_->check({verdict_key}) && std::chrono::steady_clock::now() < until)  // the decider's set
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const auto v = store_->get(verdict_key);
+    verdict.assign(v.begin(), v.end());
+    if (verdict != "ok" && env.rank != 0) store_->add("gantry/rendezvous_read", 1);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The store lives in rank 0's process: it is gone.
+    throw Error(me + ": the rendezvous on " + where + " ended (rank 0 is gone; its output says why): " + error_text(e));
   }
-  if (!missing.empty()) {
-    throw Error(me + ": " + ranks_word(missing) + " of " + std::to_string(env.world_size) +
-                " never arrived at the rendezvous on " + where + " within " + seconds(timeout) +
-                " (not started, crashed, or another MASTER_ADDR/PORT?)");
+  if (verdict != "ok") {
+    std::vector<int> missing;
+    std::stringstream list(verdict.substr(verdict.find(' ') + 1));
+    for (std::string r; std::getline(list, r, ',');) missing.push_back(std::atoi(r.c_str()));
+    if (env.rank == 0) {  // stay until every rank that arrived has read why
+      const int64_t readers = env.world_size - 1 - int64_t(missing.size());
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      try {
+        while (store_->add("gantry/rendezvous_read", 0) < readers && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      } catch (const std::exception&) {
+      }
+      throw Error(me + ": " + ranks_word(missing) + " of " + std::to_string(env.world_size) + never + " within " +
+                  seconds(timeout) + hint);
+    }
+    throw Error(me + ": " + ranks_word(missing) + " of " + std::to_string(env.world_size) + never +
+                "; rank 0 gave up waiting first and ended it" + hint);
   }
   try {
     heartbeat_ = std::make_unique<Heartbeat>(env_.master_addr, opts.port, env.rank, timeout, &entered_, beat_counts_);
@@ -453,17 +506,34 @@ void ProcessGroup::barrier() {
   allreduce_sum(t);
 }
 
-void ProcessGroup::publish_status(const std::string& line) {
-  store_->set("gantry/status/" + std::to_string(env_.rank), std::vector<uint8_t>(line.begin(), line.end()));
-}
-
-std::vector<std::string> ProcessGroup::collect_status() {
-  std::vector<std::string> out(env_.world_size);
-  for (int r = 0; r < env_.world_size; ++r) {
-    const std::string key = "gantry/status/" + std::to_string(r);
-    if (!store_->check({key})) continue;
-    const auto v = store_->get(key);
-    out[r].assign(v.begin(), v.end());
+std::vector<std::string> ProcessGroup::gather_status(const std::string& record) {
+  // Fixed slots of bytes (a length, then the record): one gather to rank 0,
+  // one message from each other rank, instead of a store key per rank that
+  // rank 0 read one request at a time.
+  constexpr int64_t kSlot = 1024;
+  if (record.size() + 4 > size_t(kSlot))
+    throw Error("rank " + std::to_string(env_.rank) + ": a status record of " + std::to_string(record.size()) +
+                " bytes (at most " + std::to_string(kSlot - 4) + ")");
+  torch::Tensor mine = torch::zeros({kSlot}, torch::kUInt8);
+  const uint32_t n = static_cast<uint32_t>(record.size());
+  std::memcpy(mine.data_ptr(), &n, 4);
+  std::memcpy(static_cast<uint8_t*>(mine.data_ptr()) + 4, record.data(), record.size());
+  std::vector<std::vector<torch::Tensor>> all;
+  if (env_.rank == 0) {
+    all.emplace_back();
+    for (int r = 0; r < env_.world_size; ++r) all[0].push_back(torch::empty({kSlot}, torch::kUInt8));
+  }
+  std::vector<torch::Tensor> in{mine};
+  c10d::GatherOptions o;
+  o.rootRank = 0;
+  o.timeout = timeout_;
+  collective("gathering the ranks' status", [&] { pg_->gather(all, in, o)->wait(); });
+  std::vector<std::string> out;
+  if (env_.rank != 0) return out;
+  for (const torch::Tensor& t : all[0]) {
+    uint32_t len = 0;
+    std::memcpy(&len, t.data_ptr(), 4);
+    out.emplace_back(static_cast<const char*>(t.data_ptr()) + 4, std::min<uint32_t>(len, kSlot - 4));
   }
   return out;
 }
@@ -585,6 +655,15 @@ GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transpor
       /*gradient_as_bucket_view=*/false, std::unordered_map<size_t, std::string>{}, kFirstBucket);
 #endif
   if (fp16) reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+  // Each gradient's arrival time (a hook before the Reducer's on the same
+  // accumulation; the shared counter outlives this object with the hooks).
+  for (const auto& p : params_)
+    p.register_hook([last = last_gradient_](const torch::Tensor&) {
+      const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+      int64_t seen = last->load(std::memory_order_relaxed);
+      while (seen < now && !last->compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+      }
+    });
 }
 
 GradSync::~GradSync() = default;

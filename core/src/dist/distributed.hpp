@@ -70,10 +70,10 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   void barrier();
   /// The timeout every wait uses (trainer.dist_timeout).
   std::chrono::milliseconds timeout() const { return timeout_; }
-  /// Publishes this rank's status record (a few bytes: an encoded wire::RankStatus) in the store.
-  void publish_status(const std::string& line);
-  /// Every rank's newest status record that has been published, by rank ("" if none yet).
-  std::vector<std::string> collect_status();
+  /// A collective: every rank's status record (a few hundred bytes: an
+  /// encoded wire::RankStatus), gathered to rank 0 in one message from each
+  /// rank: by rank on rank 0, empty elsewhere.
+  std::vector<std::string> gather_status(const std::string& record);
   /// After a collective failed: which ranks stopped responding, from their
   /// heartbeats (every rank bumps a counter in the store twice a second from
   /// its own thread; a SIGSTOPped, hung or dead rank's counter stands still)
@@ -131,8 +131,16 @@ class GANTRY_CORE_EXPORT GradSync {
   Transport transport() const { return shm_ ? Transport::kShm : Transport::kGloo; }
   /// The process group's silent_ranks(), for an error message after a failed exchange.
   std::string silent_ranks() { return pg_->silent_ranks(); }
+  /// Gloo: when backward computed the last gradient of these parameters
+  /// (steady_clock; the epoch before the first backward). What backward
+  /// spends after it is the Reducer's wait for the all-reduce: the other
+  /// ranks' gradients, the wire. Shared memory: the epoch (finish() is the wait).
+  std::chrono::steady_clock::time_point last_gradient() const {
+    return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(last_gradient_->load()));
+  }
 
  private:
+  std::shared_ptr<std::atomic<int64_t>> last_gradient_ = std::make_shared<std::atomic<int64_t>>(0);
   std::shared_ptr<c10d::Reducer> reducer_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<ShmAllreduce> shm_;

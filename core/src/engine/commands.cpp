@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <csignal>
+#include <malloc.h>
+
 #include <filesystem>
 #include <ctime>
 #include <fstream>
@@ -21,6 +23,7 @@
 #include "io/run_dir.hpp"
 #include "data/image_grid.hpp"
 #include "data/load_images.hpp"
+#include "dist/distributed.hpp"
 #include "gantry/version.hpp"
 #include "io/metrics_csv.hpp"
 #include "io/progress.hpp"
@@ -266,6 +269,11 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   if (cfg.trainer.huge_pages) advise_huge_heap();  // before the model, optimizer state and data exist
   const DistEnv dist = DistEnv::from(DistEnv::process_environment());
   dist.check(cfg.trainer.num_nodes, cfg.trainer.devices, cfg.where("trainer.devices"));
+  if (dist.world_size > 1) {  // before the data: every rank says it at once (the process group checks again)
+    raise_file_limit();
+    if (const std::string short_of = check_file_limit(dist.rank, dist.world_size); !short_of.empty())
+      throw Error("rank " + std::to_string(dist.rank) + ": " + short_of);
+  }
   const bool zero = dist.rank == 0;
   const std::string scratch = cfg.trainer.fast_dev_run.count > 0 ? fast_dev_run(cfg, zero) : "";
   cfg.trainer.resume = resolve_resume(cfg, zero);
@@ -297,6 +305,10 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   install_crash_handlers();  // a plugin's segfault or abort: one line and a `failed` record, then the signal
   Trainer trainer(std::move(exp), run_dir, dist);
   release_shared_idx();  // the rendezvous is done: every rank of this host has mapped the data
+  // What start-up freed (the plugin's and LibTorch's set-up, a decode, the
+  // checkpoint read) goes back to the system: the tuned allocator would keep
+  // it for good, in each of N ranks (docs/scaling.md, memory).
+  ::malloc_trim(0);
   if (zero) record_config(run_dir, cfg, trainer.resume_changes());  // after a resume's changes were accepted
   const FitResult r = trainer.fit();
   fresh.keep();
@@ -462,6 +474,11 @@ void print_error(const std::string& text) {
 }
 
 }  // namespace
+
+std::string file_limit_for_ranks(int world_size) {
+  raise_file_limit();
+  return world_size > 1 ? check_file_limit(0, world_size) : "";
+}
 
 void prepare_process() {
   configure_allocator();

@@ -127,6 +127,7 @@ class CudaAccelerator final : public Accelerator {
 
   torch::Device device() const override { return device_; }
   bool pin_memory() const override { return true; }
+  std::string gpu_bus_id() const override { return cuda::pci_bus_id(device_.index()); }
 
   // On a copy stream: overlaps the previous step's kernels (docs/cuda.md).
   void to_device(Batch& batch) const override {

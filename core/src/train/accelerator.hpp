@@ -39,6 +39,8 @@ class Accelerator {
   /// Whether the data loader should put batches in page-locked memory (for
   /// asynchronous copies to the device).
   virtual bool pin_memory() const { return false; }
+  /// This rank's GPU's PCI bus id, for NVML (dist/gpu_probe.hpp); "" on the CPU.
+  virtual std::string gpu_bus_id() const { return ""; }
 
   const DistEnv& dist() const { return dist_; }
   bool is_zero() const { return dist_.rank == 0; }

@@ -112,6 +112,7 @@ struct FitState {
   int64_t last_checkpoint_step = -1;  ///< its step (every rank)
   std::string stop_now;  ///< set alike on every rank by a callback (early stopping): the loop stops after this batch
   HookTime checkpoint_writes;  ///< write_checkpoint's calls and time on this rank (fast_dev_run's report)
+  Profile* profile = nullptr;  ///< the loop's parts, timed on every rank (the rank status reports them)
 
   const ExperimentConfig& cfg() const { return model.cfg(); }
 };

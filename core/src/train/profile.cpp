@@ -70,7 +70,7 @@ const char* Profile::row_name(int row) {
 
 Profile::Scope::Scope(Profile* p, int row) : p_(p), row_(row) {
   if (!p_) return;
-  if (p_->timing_) start_ = std::chrono::steady_clock::now();
+  start_ = std::chrono::steady_clock::now();
   if (tracing()) {
     std::string name = std::string("gantry: ") + row_name(row);
     range_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
@@ -89,7 +89,7 @@ Profile::Scope::~Scope() {
     nvtxRangePop();
 #endif
   }
-  if (p_->timing_) p_->add(row_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  p_->add(row_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
 }
 
 std::string Profile::report(Accelerator& accel, const std::map<std::string, HookTime>& hooks,

@@ -15,6 +15,10 @@
 //           above appear in it as user ranges named "gantry: <part>" (NVTX
 //           ranges too on a CUDA build, for Nsight Systems).
 //
+// The parts are timed on every run, profiler or not (two clock reads a part,
+// ~40 ns): the rank status reports them per step at every metrics row
+// (dist/rank_status.hpp); `simple` adds the table at the end.
+//
 // The FLOP counter of the throughput callback (trainer.log_throughput) is
 // OpProfiler with with_flops over one batch.
 #pragma once
@@ -46,8 +50,9 @@ class GANTRY_CORE_EXPORT Profile {
   static void set_tracing(bool on);
   static bool tracing();
 
-  /// `timing`: count calls and seconds (profiler simple); else only ranges.
-  explicit Profile(bool timing) : timing_(timing), calls_(rows(), 0), seconds_(rows(), 0.0) {}
+  /// Counts calls and seconds of every part; `table`: the end's table too
+  /// (profiler simple).
+  explicit Profile(bool table) : table_(table), calls_(rows(), 0), seconds_(rows(), 0.0) {}
 
   /// Times one part (or one callback slot's call: callback_row) while it lives.
   class Scope {
@@ -69,7 +74,16 @@ class GANTRY_CORE_EXPORT Profile {
     ++calls_[row];
     seconds_[row] += seconds;
   }
-  bool timing() const { return timing_; }
+  /// Moves `seconds` already counted in `from` to `to` (calls unchanged):
+  /// the gradient all-reduce's wait that Gloo's Reducer does inside
+  /// backward, after the rank's last gradient.
+  void shift(int from, int to, double seconds) {
+    seconds_[from] -= seconds;
+    seconds_[to] += seconds;
+  }
+  /// The seconds counted in `row` so far.
+  double seconds(int row) const { return seconds_[row]; }
+  bool table() const { return table_; }
 
   /// Collective (every rank): gathers every rank's rows, this rank's plugin
   /// hooks and fit seconds included; rank 0 gets the table, others "".
@@ -79,7 +93,7 @@ class GANTRY_CORE_EXPORT Profile {
   static int rows();
 
  private:
-  bool timing_;
+  bool table_;
   std::vector<int64_t> calls_;
   std::vector<double> seconds_;
 };

@@ -1,5 +1,6 @@
 #include "train/step_context.hpp"
 
+#include <chrono>
 #include <cmath>
 
 #include "gantry/errors.hpp"
@@ -56,10 +57,16 @@ void StepContextImpl::backward(OptimizerSlot& slot, const torch::Tensor& loss, c
   if (slot.sync && last) {
     slot.sync->prepare();  // its hooks all-reduce these gradients during backward
     try {
+      const auto start = std::chrono::steady_clock::now();
       {
         const Profile::Scope timed(profile_, Profile::kBackward);
         scaled.backward({}, c10::nullopt, false, slot.params);
       }
+      // Gloo's Reducer waits for the all-reduce inside backward: what came
+      // after this rank's last gradient was that wait, not its compute.
+      const auto last = slot.sync->last_gradient(), end = std::chrono::steady_clock::now();
+      if (profile_ && last > start && last < end)
+        profile_->shift(Profile::kBackward, Profile::kAllReduce, std::chrono::duration<double>(end - last).count());
       const Profile::Scope timed(profile_, Profile::kAllReduce);
       slot.sync->finish();  // the shared-memory exchange; Gloo's ran during backward
     } catch (const std::exception& e) {

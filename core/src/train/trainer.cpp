@@ -195,7 +195,9 @@ struct Trainer::Impl {
     }
     Callbacks callbacks;  // called in the order of their slots (callback.hpp says why each is where)
     profile.reset();
-    if (t.profiler != ProfilerKind::kNone) profile = std::make_unique<Profile>(t.profiler == ProfilerKind::kSimple);
+    // Always: the rank status reports the parts (profiler simple adds the table).
+    profile = std::make_unique<Profile>(t.profiler == ProfilerKind::kSimple);
+    fit.profile = profile.get();
     callbacks.set_profile(profile.get());
     model->set_profile(profile.get());
     using Slot = CallbackSlot;
@@ -378,7 +380,7 @@ struct Trainer::Impl {
     accel->broadcast(buffers);  // a collective: every rank has published its final status
     record_time();
     callbacks.call(&Callback::on_fit_end, fit);
-    if (profile && profile->timing()) {  // a collective: every rank's rows to rank 0
+    if (profile && profile->table()) {  // a collective: every rank's rows to rank 0
       const std::string table = profile->report(*accel, model->system().hook_times(), elapsed());
       if (out) {
         std::fputs(table.c_str(), stdout);
