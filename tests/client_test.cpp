@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "chart.hpp"
+#include "ranks_model.hpp"
 #include "run_state.hpp"
 #include "source.hpp"
 #include "stream_client.hpp"
@@ -340,4 +341,62 @@ TEST(Runs, ADamagedLogShowsTheNewestStateWithANotice) {
   EXPECT_EQ(state.alerts().size(), 1u);
   EXPECT_EQ(state.current_alert(), nullptr) << "the failure banner outlived the resume";
   EXPECT_NE(status.text.find("log damaged: 1 damaged record skipped"), std::string::npos) << status.text;
+}
+
+// The ranks at a glance (both GUIs): grouped by host in rank order, the heat
+// of each rank against the job's median busy time, node summaries, slowest
+// first, the headline and a rank's detail; a writer without the step's parts
+// leaves the heat unknown.
+TEST(RanksModel, GroupsByNodeAndRanksTheSlowest) {
+  RunState st;
+  st.apply({1, gantry::wire::RunInfo{}});
+  uint64_t seq = 2;
+  for (uint32_t r = 0; r < 8; ++r) {
+    gantry::wire::RankStatus s;
+    s.rank = r;
+    s.host = r < 4 ? "node1" : "node2";
+    s.step = 100;
+    s.samples_per_s = 100;
+    s.rss_mib = 140;
+    s.wall_time = r == 6 ? 900 : 1000;
+    s.step_ms = 30;
+    s.comm_ms = r == 5 ? 5 : 20;  // busy 25 against 10
+    s.data_ms = r == 5 ? 20 : 2;
+    s.compute_ms = s.step_ms - s.comm_ms - s.data_ms - 1;
+    s.optimizer_ms = 1;
+    s.other_ms = 0;
+    s.cpu_pct = 100;
+    s.straggler = r == 5;
+    st.apply({seq++, s});
+  }
+  RanksSummary by_rank = summarize_ranks(st, 1001, false);
+  ASSERT_EQ(by_rank.nodes.size(), 2u);
+  EXPECT_EQ(by_rank.nodes[0].host, "node1");
+  EXPECT_EQ(by_rank.nodes[1].ranks[1].status.rank, 5u);
+  EXPECT_DOUBLE_EQ(by_rank.busy_median, 10);
+  EXPECT_DOUBLE_EQ(by_rank.nodes[1].ranks[1].ratio, 2.5);
+  EXPECT_DOUBLE_EQ(by_rank.nodes[1].ranks[1].heat, 1);
+  EXPECT_DOUBLE_EQ(by_rank.nodes[0].ranks[0].heat, 0);
+  EXPECT_TRUE(by_rank.nodes[1].ranks[2].stale);  // rank 6: silent for 101 s
+  EXPECT_EQ(by_rank.nodes[1].stragglers, 1);
+  EXPECT_DOUBLE_EQ(by_rank.nodes[1].busy_max, 25);
+  EXPECT_DOUBLE_EQ(by_rank.nodes[0].samples_per_s, 400);
+  EXPECT_EQ(by_rank.headline(),
+            "8 ranks on 2 nodes | step 30.0 ms, busy median 10.0 ms, max 25.0 ms | 1 straggler | 1 stopped reporting");
+  EXPECT_EQ(rank_detail(by_rank.nodes[1].ranks[1]),
+            "rank 5 (node2): step 100, 30.0 ms = data 20.0 + compute 4.0 + comm 5.0 + optimizer 1.0 + other 0.0; "
+            "busy 25.0 ms (2.5x the median); CPU 100%; RSS 140 MiB; STRAGGLER");
+  const RanksSummary slowest = summarize_ranks(st, 1001, true);
+  EXPECT_EQ(slowest.nodes[0].host, "node2");
+  EXPECT_EQ(slowest.nodes[0].ranks[0].status.rank, 5u);
+  EXPECT_EQ(heat_rgb(0), 0x3caa50u);
+  EXPECT_EQ(heat_rgb(1), 0xd73228u);
+  EXPECT_EQ(heat_rgb(-1), 0x808080u);
+
+  RunState old;  // an older writer: no parts
+  old.apply({1, gantry::wire::RankStatus{0, "h", 5, 10, 100, 1.0}});
+  const RanksSummary unknown = summarize_ranks(old, 2, false);
+  EXPECT_EQ(unknown.nodes.at(0).ranks.at(0).heat, -1);
+  EXPECT_TRUE(step_parts(unknown.nodes[0].ranks[0].status).empty());
+  EXPECT_EQ(unknown.headline(), "1 rank on 1 node | 0 stragglers | 0 stopped reporting");
 }

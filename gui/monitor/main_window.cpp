@@ -1,5 +1,6 @@
 #include "main_window.hpp"
 
+#include <algorithm>
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
@@ -51,7 +52,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   QDockWidget* images = dock(this, "Images", images_, Qt::RightDockWidgetArea);
   QDockWidget* run = dock(this, "Run", run_, Qt::RightDockWidgetArea);
-  QDockWidget* ranks = dock(this, "Ranks", ranks_, Qt::BottomDockWidgetArea);
+  QDockWidget* ranks = ranks_dock_ = dock(this, "Ranks", ranks_, Qt::BottomDockWidgetArea);
   QDockWidget* events = dock(this, "Events", events_, Qt::BottomDockWidgetArea);
   tabifyDockWidget(images, run);
   images->raise();
@@ -143,6 +144,7 @@ void MainWindow::watch(std::vector<MonitoredRun> runs, const QString& title) {
   scalars_->reset();
   runs_dock_->setVisible(runs_.size() > 1);
   if (runs_.size() > 1) runs_dock_->raise();
+  ranks_sized_ = false;
   setWindowTitle("gantry-monitor: " + title);
   tick();
 }
@@ -207,6 +209,12 @@ void MainWindow::tick() {
     scalars_->refresh(state);
   images_->refresh(state);
   run_->refresh(state);
+  if (!ranks_sized_ && runs_.size() == 1 && state.info() && state.info()->world_size > 8) {
+    // Many ranks: who holds the job back is the question; show the strip.
+    ranks_sized_ = true;
+    ranks_dock_->raise();
+    resizeDocks({ranks_dock_}, {std::max(260, height() * 2 / 5)}, Qt::Vertical);
+  }
   ranks_->refresh(state, QDateTime::currentMSecsSinceEpoch() / 1000.0);
   events_->refresh(state);
   if (runs_.size() > 1) runs_view_->refresh(runs_);

@@ -71,6 +71,8 @@ class MainWindow : public QMainWindow {
   client::RunState empty_;
   RunsView* runs_view_;
   QDockWidget* runs_dock_;
+  QDockWidget* ranks_dock_;
+  bool ranks_sized_ = false;  // a run of many ranks: the Ranks dock raised and given room, once per watch
   QTimer timer_;
   ScalarsView* scalars_;
   ImagesView* images_;

@@ -44,7 +44,8 @@ void Viewer::draw(std::vector<ViewRun>& runs) {
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
   draw_status(state, runs[static_cast<size_t>(selected_)].source->status());
   const bool several = runs.size() > 1;
-  const float bottom = several ? 190 : 150;  // runs, or ranks; events
+  // runs, or ranks (a strip and a table: taller for many ranks); events
+  const float bottom = several ? 190 : state.ranks().size() > 8 ? 320 : 170;
   const float avail_h = ImGui::GetContentRegionAvail().y - bottom;
   const float left_w = ImGui::GetContentRegionAvail().x * 0.6f;
 
@@ -298,31 +299,152 @@ void Viewer::draw_image(const client::RunState& state) {
 void Viewer::draw_ranks(const client::RunState& state) {
   const bool live = state.status() == client::RunStatus::kRunning;
   const double now = now_unix();
-  if (!ImGui::BeginTable("ranks", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY))
+  const client::RanksSummary summary = client::summarize_ranks(state, now, slowest_first_);
+  ImGui::TextUnformatted(summary.headline().c_str());
+  ImGui::SameLine();
+  ImGui::Checkbox("slowest first", &slowest_first_);
+  // The strip: per node its name and a cell per rank (heat: busy time against
+  // the job's median; under it the step's parts; a red frame: a straggler).
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float width = ImGui::GetContentRegionAvail().x;
+  constexpr float kCellW = 12, kCellH = 17, kHeat = 11, kGap = 2, kLine = 21;
+  float label_w = 0;
+  for (const auto& n : summary.nodes) label_w = std::max(label_w, ImGui::CalcTextSize(n.host.c_str()).x);
+  label_w = std::min(label_w, 110.0f) + 6;
+  float x = 0, y = 0;
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  const client::RankCell* hovered = nullptr;
+  const client::NodeGroup* hovered_node = nullptr;
+  for (const auto& n : summary.nodes) {
+    const float block = label_w + static_cast<float>(n.ranks.size()) * (kCellW + kGap) + 10;
+    if (x > 0 && x + block > width) {
+      x = 0;
+      y += kLine;
+    }
+    const ImVec2 label(origin.x + x, origin.y + y);
+    dl->AddText(label, n.stragglers ? IM_COL32(255, 90, 90, 255) : IM_COL32(220, 220, 220, 255), n.host.c_str());
+    if (mouse.x >= label.x && mouse.x < label.x + label_w && mouse.y >= label.y && mouse.y < label.y + kCellH)
+      hovered_node = &n;
+    float cx = x + label_w;
+    for (const auto& c : n.ranks) {
+      if (cx + kCellW > width) {
+        cx = x + label_w;
+        y += kLine;
+      }
+      const ImVec2 a(origin.x + cx, origin.y + y), b(a.x + kCellW, a.y + kHeat);
+      dl->AddRectFilled(a, b, c.stale ? IM_COL32(120, 120, 120, 255) : color(client::heat_rgb(c.heat), 255));
+      const auto parts = client::step_parts(c.status);
+      double total = 0;
+      for (const auto& p : parts) total += std::max(0.0, p.ms);
+      float px = a.x;
+      for (const auto& p : parts) {
+        const float w = total > 0 ? kCellW * static_cast<float>(std::max(0.0, p.ms) / total) : 0;
+        dl->AddRectFilled(ImVec2(px, a.y + kHeat + 1), ImVec2(px + w, a.y + kCellH), color(p.rgb, 255));
+        px += w;
+      }
+      if (c.straggler)
+        dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, a.y + kCellH + 1), IM_COL32(255, 0, 0, 255), 0, 0, 2);
+      if (mouse.x >= a.x && mouse.x < b.x + kGap && mouse.y >= a.y && mouse.y < a.y + kCellH) hovered = &c;
+      cx += kCellW + kGap;
+    }
+    x = cx + 10;
+  }
+  ImGui::Dummy(ImVec2(width, y + kLine));
+  if (hovered && ImGui::IsWindowHovered()) ImGui::SetTooltip("%s", client::rank_detail(*hovered).c_str());
+  if (hovered_node && ImGui::IsWindowHovered())
+    ImGui::SetTooltip("%s: %zu ranks, busy median %.2f ms, max %.2f ms, %d straggler(s), %d stopped reporting",
+                      hovered_node->host.c_str(), hovered_node->ranks.size(), hovered_node->busy_median,
+                      hovered_node->busy_max, hovered_node->stragglers, hovered_node->stale);
+
+  const char* heads[] = {"rank", "host",   "step",  "samples/s", "step ms", "busy ms", "data",     "compute",
+                         "comm", "optim.", "other", "CPU %",     "RSS MiB", "GPU",     "last seen"};
+  constexpr int kColumns = static_cast<int>(sizeof heads / sizeof heads[0]);
+  if (!ImGui::BeginTable(
+          "ranks", kColumns,
+          ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX))
     return;
-  for (const char* h : {"rank", "host", "step", "samples/s", "RSS MiB", "last seen"}) ImGui::TableSetupColumn(h);
-  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* h : heads) ImGui::TableSetupColumn(h);
+  ImGui::TableSetupScrollFreeze(1, 1);
   ImGui::TableHeadersRow();
-  for (const auto& [rank, r] : state.ranks()) {
-    ImGui::TableNextRow();
-    const bool stale = state.is_stale(r, now);
-    if (stale) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(150, 40, 40, 255));
+  auto cell_ms = [](double v) {
     ImGui::TableNextColumn();
-    ImGui::Text("%u", rank);
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(r.host.c_str());
-    ImGui::TableNextColumn();
-    ImGui::Text("%lld", static_cast<long long>(r.step));
-    ImGui::TableNextColumn();
-    ImGui::Text("%.1f", r.samples_per_s);
-    ImGui::TableNextColumn();
-    ImGui::Text("%.0f", r.rss_mib);
-    ImGui::TableNextColumn();
-    if (live)
-      ImGui::Text("%s ago%s", client::duration_text(std::max(0.0, now - r.wall_time)).c_str(),
-                  stale ? " (stopped reporting)" : "");
+    if (v < 0)
+      ImGui::TextDisabled("-");
     else
-      ImGui::TextDisabled("%s", hms(r.wall_time).c_str());
+      ImGui::Text(v < 10 ? "%.2f" : "%.1f", v);
+  };
+  const bool grouped = summary.nodes.size() > 1;
+  for (const auto& n : summary.nodes) {
+    if (grouped) {  // the node's row
+      ImGui::TableNextRow();
+      ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0,
+                             n.stragglers ? IM_COL32(110, 40, 40, 255) : IM_COL32(60, 60, 70, 255));
+      ImGui::TableNextColumn();
+      ImGui::Text("%zu ranks", n.ranks.size());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(n.host.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TableNextColumn();
+      ImGui::Text("%.1f", n.samples_per_s);
+      ImGui::TableNextColumn();
+      cell_ms(n.busy_median);
+      for (int c = 6; c < kColumns - 1; ++c) ImGui::TableNextColumn();
+      ImGui::TableNextColumn();
+      if (n.stragglers)
+        ImGui::Text("%d straggler(s)", n.stragglers);
+      else if (n.max_ratio >= 0)
+        ImGui::Text("slowest %.1fx the median", n.max_ratio);
+    }
+    for (const auto& c : n.ranks) {
+      const wire::RankStatus& r = c.status;
+      ImGui::TableNextRow();
+      if (c.stale)
+        ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(150, 40, 40, 255));
+      else if (c.straggler)
+        ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg0, IM_COL32(140, 100, 20, 255));
+      ImGui::TableNextColumn();
+      ImGui::Text("%u", r.rank);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(r.host.c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", static_cast<long long>(r.step));
+      ImGui::TableNextColumn();
+      ImGui::Text("%.1f", r.samples_per_s);
+      cell_ms(r.step_ms);
+      ImGui::TableNextColumn();
+      if (r.busy_ms() < 0)
+        ImGui::TextDisabled("-");
+      else if (c.ratio >= 0)
+        ImGui::Text("%.2f (%.1fx)", r.busy_ms(), c.ratio);
+      else
+        ImGui::Text("%.2f", r.busy_ms());
+      cell_ms(r.data_ms);
+      cell_ms(r.compute_ms);
+      cell_ms(r.comm_ms);
+      cell_ms(r.optimizer_ms);
+      cell_ms(r.other_ms);
+      ImGui::TableNextColumn();
+      if (r.cpu_pct < 0)
+        ImGui::TextDisabled("-");
+      else
+        ImGui::Text("%.0f", r.cpu_pct);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.0f", r.rss_mib);
+      ImGui::TableNextColumn();
+      if (r.gpu_util_pct < 0 && r.gpu_mem_mib < 0)
+        ImGui::TextDisabled("-");
+      else
+        ImGui::Text("%.0f%% %.0f MiB %.0f W", r.gpu_util_pct, r.gpu_mem_mib, r.gpu_power_w);
+      ImGui::TableNextColumn();
+      if (live)
+        ImGui::Text("%s ago%s", client::duration_text(std::max(0.0, now - r.wall_time)).c_str(),
+                    c.stale       ? " (stopped reporting)"
+                    : c.straggler ? " (straggler)"
+                                  : "");
+      else
+        ImGui::TextDisabled("%s%s", hms(r.wall_time).c_str(), c.straggler ? " (straggler)" : "");
+    }
   }
   ImGui::EndTable();
 }

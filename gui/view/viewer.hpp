@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chart.hpp"
+#include "ranks_model.hpp"
 #include "run_state.hpp"
 #include "series.hpp"
 #include "source.hpp"
@@ -52,11 +53,12 @@ class Viewer {
   float smoothing_ = 0.6f;
   bool log_y_ = false;
   bool follow_ = true;
-  int image_ = -1;            // index of the grid shown
-  int texture_image_ = -1;    // index of the grid in the texture
-  int texture_run_ = -1;      // the run whose grid is in the texture
-  int selected_ = 0;          // the run whose grid, status and events are shown
-  uint64_t texture_key_ = 0;  // (state's images count) when uploaded: a resume may replace grids
+  bool slowest_first_ = false;  // the ranks: the slowest node and rank first
+  int image_ = -1;              // index of the grid shown
+  int texture_image_ = -1;      // index of the grid in the texture
+  int texture_run_ = -1;        // the run whose grid is in the texture
+  int selected_ = 0;            // the run whose grid, status and events are shown
+  uint64_t texture_key_ = 0;    // (state's images count) when uploaded: a resume may replace grids
   unsigned texture_ = 0;
   int tex_w_ = 0, tex_h_ = 0;
   client::RunsTableModel table_;  // the runs table's metric and config-key columns

@@ -102,6 +102,8 @@ class MonitorTest : public QObject {
   void chartsAreTiledAndALonePointIsMarked();
   void connectDialogAcceptsThePastedLineOnly();
   void silentRankIsHighlighted();
+  void ranksOf32NodesAtAGlance();
+  void ranksViewRedrawBudgetAt128Ranks();
   void screenshotOfARealRun();
   void threeRunsOverlaidAndOneToggledOff();
   void openingAnotherRunRedrawsFromScratch();
@@ -477,10 +479,124 @@ void MonitorTest::silentRankIsHighlighted() {
   monitor::RanksView view;
   view.refresh(st, 1005.0);
   QCOMPARE(view.stale(), std::vector<uint32_t>({1}));  // 45 s silent; rank 0 only 5 s
-  QVERIFY(view.table()->item(1, 5)->text().contains("stopped reporting"));
+  QVERIFY(view.table()->item(view.row_of(1), monitor::RanksView::kLastSeen)->text().contains("stopped reporting"));
   st.apply({4, wire::Event{"finished", 100, 1001, ""}});
   view.refresh(st, 1005.0);
   QVERIFY(view.stale().empty());  // a finished run has no stale ranks
+}
+
+namespace {
+
+// Rank r of a 32 x 4 job at `step`: ~10 ms busy of a 40 ms step (they wait
+// for the slowest), rank 37 `slow` x that, mostly waiting for data.
+wire::RankStatus rank_of_128(uint32_t r, int64_t step, double wall, double slow) {
+  wire::RankStatus s;
+  s.rank = r;
+  char host[16];
+  std::snprintf(host, sizeof host, "node%02u", r / 4 + 1);
+  s.host = host;
+  s.step = step;
+  s.samples_per_s = 1600 + r % 7;
+  s.rss_mib = 140;
+  s.wall_time = wall;
+  const double busy = r == 37 ? 10 * slow : 9.6 + 0.01 * (r % 5);
+  s.step_ms = 10 * slow + 1;
+  s.data_ms = r == 37 ? 0.81 * busy : 0.5;
+  s.optimizer_ms = 0.9;
+  s.other_ms = 0.1;
+  s.compute_ms = busy - s.data_ms - s.optimizer_ms - s.other_ms;
+  s.comm_ms = s.step_ms - busy;
+  s.cpu_pct = 99;
+  s.straggler = r == 37 && slow > 2;
+  return s;
+}
+
+}  // namespace
+
+// 128 ranks on 32 nodes, rank 37 (node10) 2.3x the median and flagged,
+// rank 90 silent: the headline says it, the strip has a cell per rank (red
+// for 37, framed; grey for 90), the table a row per node and per rank, and
+// "slowest first" puts node10 and rank 37 on top.
+void MonitorTest::ranksOf32NodesAtAGlance() {
+  client::RunState st;
+  wire::RunInfo info;
+  info.name = "gan_128gpu";
+  info.world_size = 128;
+  info.num_nodes = 32;
+  st.apply({1, info});
+  uint64_t seq = 2;
+  for (uint32_t r = 0; r < 128; ++r) st.apply({seq++, rank_of_128(r, 200, r == 90 ? 940.0 : 1000.0, 2.3)});
+  monitor::RanksView view;
+  view.resize(1200, 700);
+  view.show();
+  view.refresh(st, 1001.0);
+  const QString head = view.headline()->text();
+  QVERIFY2(head.startsWith("128 ranks on 32 nodes | step 24.0 ms, busy median 9.6 ms, max 23.0 ms | 1 straggler | "
+                           "1 stopped reporting"),
+           qPrintable(head));
+  QCOMPARE(view.table()->rowCount(), 32 + 128);
+  QCOMPARE(view.table()->item(0, monitor::RanksView::kHost)->text(), QString("node01"));  // node01's row
+  QCOMPARE(view.table()->item(1, monitor::RanksView::kRank)->text(), QString("0"));
+  QCOMPARE(view.stale(), std::vector<uint32_t>({90}));
+  const int row37 = view.row_of(37);
+  QVERIFY(view.table()->item(row37, monitor::RanksView::kBusyMs)->text().startsWith("23.0 (2.4x)"));
+  QVERIFY(view.table()->item(row37, monitor::RanksView::kLastSeen)->text().contains("straggler"));
+  QCoreApplication::processEvents();
+  const QImage strip = view.strip()->grab().toImage();
+  auto centre = [&](uint32_t r) {
+    const QRect cell = view.strip()->cell_of(r);
+    return strip.pixelColor(cell.center().x(), cell.top() + 3);
+  };
+  QVERIFY(!view.strip()->cell_of(127).isEmpty());
+  QVERIFY2(centre(37).red() > 180 && centre(37).green() < 90, qPrintable(centre(37).name()));   // red
+  QVERIFY2(centre(36).green() > 140 && centre(36).red() < 120, qPrintable(centre(36).name()));  // green
+  QCOMPARE(centre(90), QColor(170, 170, 170));                                                  // grey: silent
+  const QRect c37 = view.strip()->cell_of(37);
+  const QColor frame = strip.pixelColor(c37.left() - 1, c37.center().y());  // the straggler's frame
+  QVERIFY2(frame.red() > 150 && frame.green() < 60 && frame.blue() < 60, qPrintable(frame.name()));
+  QCOMPARE(view.strip()->rank_at(c37.center()), 37);
+  // Slowest first: node10, then its rank 37.
+  view.slowest_first()->setChecked(true);
+  view.refresh(st, 1001.0);
+  QCOMPARE(view.table()->item(0, monitor::RanksView::kHost)->text(), QString("node10"));
+  QVERIFY(view.table()->item(0, monitor::RanksView::kLastSeen)->text().contains("1 straggler"));
+  QCOMPARE(view.row_of(37), 1);
+  QCOMPARE(view.strip()->summary().nodes.front().host, std::string("node10"));
+  view.strip()->repaint();
+  const QString path = QDir(SCREENSHOT_DIR).filePath("monitor_ranks_32x4.png");
+  QVERIFY(view.grab().save(path));
+  qInfo("screenshot: %s", qPrintable(path));
+}
+
+// 128 ranks, each reporting every refresh: what one refresh and repaint of
+// the strip and the table costs (the window refreshes at most 20 times a
+// second); an unchanged state is not redrawn.
+void MonitorTest::ranksViewRedrawBudgetAt128Ranks() {
+  client::RunState st;
+  st.apply({1, wire::RunInfo{}});
+  monitor::RanksView view;
+  view.resize(1200, 700);
+  view.show();
+  uint64_t seq = 2;
+  QElapsedTimer t;
+  std::vector<double> each;
+  for (int round = 0; round < 40; ++round) {
+    for (uint32_t r = 0; r < 128; ++r)
+      st.apply({seq++, rank_of_128(r, 10 * (round + 1), 1000.0 + round, round % 10 < 5 ? 1.0 : 2.3)});
+    t.start();
+    view.refresh(st, 1000.0 + round);
+    view.strip()->repaint();
+    view.table()->viewport()->repaint();
+    each.push_back(double(t.nsecsElapsed()) / 1e6);
+  }
+  std::sort(each.begin(), each.end());
+  const double median = each[each.size() / 2], worst = each.back();
+  qInfo("ranks view, 128 ranks updating: refresh + repaint median %.2f ms, max %.2f ms (of a 50 ms tick)", median,
+        worst);
+  QCOMPARE(view.refreshes(), 40);
+  QVERIFY2(median < 25, qPrintable(QString::number(median)));  // half the window's tick, on a loaded CI machine
+  view.refresh(st, 1039.2);                                    // nothing changed, same second
+  QCOMPARE(view.skipped(), 1);
 }
 
 void MonitorTest::screenshotOfARealRun() {
