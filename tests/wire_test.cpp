@@ -90,6 +90,9 @@ TEST(Wire, ARankStatusWithoutItsStepPartsDecodesThemAsUnknown) {
   EXPECT_EQ(full.comm_ms, 6.5);
   EXPECT_EQ(full.busy_ms(), 35);
   EXPECT_TRUE(full.straggler);
+  std::string two = frame;  // the flag is 0 or 1: another value would not re-encode to itself
+  two.back() = 2;
+  EXPECT_EQ(wire_error(two), "RankStatus.straggler is 2 (0 or 1)") << wire_error(two);
   frame.resize(frame.size() - (10 * 8 + 1));  // a writer from before the parts
   const uint32_t n = static_cast<uint32_t>(frame.size() - 16);
   std::memcpy(&frame[12], &n, 4);

@@ -196,7 +196,9 @@ Payload get_payload(uint8_t type, Reader& r) {
         for (double* v : {&m.step_ms, &m.data_ms, &m.compute_ms, &m.comm_ms, &m.optimizer_ms, &m.other_ms, &m.cpu_pct,
                           &m.gpu_util_pct, &m.gpu_mem_mib, &m.gpu_power_w})
           *v = r.f64("RankStatus.parts");
-        m.straggler = r.u8("RankStatus.straggler") != 0;
+        const uint8_t straggler = r.u8("RankStatus.straggler");
+        if (straggler > 1) throw WireError("RankStatus.straggler is " + std::to_string(straggler) + " (0 or 1)");
+        m.straggler = straggler == 1;
       }
       r.skip_appended();
       return m;
