@@ -6,6 +6,11 @@ peak memory of all ranks together as PSS (shared pages counted once) and
 RSS, and each rank's control traffic through the rendezvous store (gantry's
 and Gloo's requests, from GANTRY_DIST_STATS lines) at start-up and per
 logged step, with the collectives per step. One table (Markdown).
+Beside each N up to $TORCHRUN_MAX (32), the same in Python: torchrun of
+bench/torchrun_gan.py, a minimal DDP script of the same GAN, with
+$TORCHRUN_PYTHON (scripts/torch2.sh's venv, torch 2.15: Debian's torch 1.13
+torchrun fails on Python 3.11 in its elastic agent): launch to its first
+step, peak PSS.
    scale.py GANTRY CONFIG WORK_DIR SIZES... [-- extra overrides]"""
 import os, re, statistics, subprocess, sys, threading, time
 
@@ -13,6 +18,7 @@ gantry, config, work = sys.argv[1], sys.argv[2], sys.argv[3]
 rest = sys.argv[4:]
 extra = rest[rest.index("--") + 1:] if "--" in rest else []
 sizes = [int(x) for x in (rest[:rest.index("--")] if "--" in rest else rest)]
+TORCHRUN_MAX = int(os.environ.get("TORCHRUN_MAX", "32"))
 cores = os.cpu_count()
 steps = 20
 common = ["data.batch_size=8", "trainer.threads=1", "trainer.log_every_n_steps=1",
@@ -29,6 +35,46 @@ def memory_of(pids):
             pass
     return pss / 1024, rss / 1024  # MiB
 
+def descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = [int(x) for x in open(f"/proc/{p}/task/{p}/children").read().split()]
+        except OSError:
+            kids = []
+        out += kids
+        todo += kids
+    return out
+
+def run_sampled(cmd, env, pids_of):
+    """Runs cmd; its output, exit code, peak (PSS, RSS) MiB of pids_of(its pid), start time."""
+    start = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    peak = [0.0, 0.0]
+    done = threading.Event()
+    def sample():
+        while not done.is_set():
+            pss, rss = memory_of(pids_of(proc.pid))
+            if pss > peak[0]: peak[:] = [pss, rss]
+            time.sleep(0.5)
+    t = threading.Thread(target=sample); t.start()
+    out = proc.communicate()[0]
+    done.set(); t.join()
+    return out, proc.returncode, peak, start
+
+def torchrun(n):
+    if n > TORCHRUN_MAX: return "-", "-"
+    out, code, peak, start = run_sampled(
+        [os.environ.get("TORCHRUN_PYTHON", "python3"), "-m", "torch.distributed.run", f"--nproc-per-node={n}",
+         "--master-port=29533",
+         os.path.join(os.path.dirname(os.path.abspath(__file__)), "torchrun_gan.py")],
+        dict(os.environ, OMP_NUM_THREADS="1"), lambda pid: descendants(pid))
+    m = re.search(r"first_step_unix ([\d.]+)", out)
+    if code != 0 or not m or "done" not in out:
+        return f"failed ({code})", "-"
+    return f"{float(m[1]) - start:.1f}", f"{peak[0] / 1024:.2f}"
+
 def ranks_of(launcher):
     try:
         return [int(x) for x in open(f"/proc/{launcher}/task/{launcher}/children").read().split()]
@@ -41,26 +87,15 @@ STAT = re.compile(r"gantry dist stats: rank (\d+) of (\d+), ([^,]+), unix ([\d.]
 cpu1 = None  # one rank's CPU seconds from exec to its first step, at the smallest N
 header = ("| ranks | launch to first step s | floor s | above floor | CPU to first step a rank s | peak PSS GiB "
           "(per rank MiB) | peak RSS GiB | store requests at start-up, rank 0 / others (max) | per logged step, "
-          "rank 0 / others | collectives per step | heartbeat requests/s a rank |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "rank 0 / others | collectives per step | heartbeat requests/s a rank | torchrun: launch to first step s "
+          "| torchrun: peak PSS GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in sizes:
     env = dict(os.environ, GANTRY_DIST_STATS="1")
-    start = time.time()
-    proc = subprocess.Popen([gantry, "launch", "-n", str(n), config, *common, f"trainer.max_steps={steps}",
-                             f"trainer.out_dir={work}/n{n}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    peak = [0.0, 0.0, 0]
-    done = threading.Event()
-    def sample():
-        while not done.is_set():
-            pids = ranks_of(proc.pid)
-            pss, rss = memory_of(pids)
-            if pss > peak[0]: peak[:] = [pss, rss, len(pids)]
-            time.sleep(0.5)
-    t = threading.Thread(target=sample); t.start()
-    out = proc.communicate()[0]
-    done.set(); t.join()
-    if proc.returncode != 0 or "replicas bit-identical" not in out:
-        print(f"| {n} | failed (exit {proc.returncode}): {out.strip().splitlines()[-1][:200]} |")
+    out, code, peak, start = run_sampled(
+        [gantry, "launch", "-n", str(n), config, *common, f"trainer.max_steps={steps}", f"trainer.out_dir={work}/n{n}"],
+        env, ranks_of)
+    if code != 0 or "replicas bit-identical" not in out:
+        print(f"| {n} | failed (exit {code}): {out.strip().splitlines()[-1][:200]} |")
         continue
     stats = {}  # rank -> [(when, unix, store, beat, collectives)]
     for m in STAT.finditer(out):
@@ -87,7 +122,7 @@ for n in sizes:
     beat_rate = end0[3] / max(1e-9, end0[1] - at(0, "start-up")[1] + 0.5)
     others = [r for r in stats if r != 0]
     print(f"| {n} | {first:.1f} | {floor:.1f} | {100 * (first / floor - 1):+.0f}% | {cpu_first:.2f} | {peak[0] / 1024:.2f} "
-          f"({peak[0] / max(1, peak[2]):.0f}) | {peak[1] / 1024:.2f} | {startup[0]} / "
+          f"({peak[0] / n:.0f}) | {peak[1] / 1024:.2f} | {startup[0]} / "
           f"{max(startup[r] for r in others) if others else '-'} | {per_step[0]:g} / "
           f"{max(per_step[r] for r in others) if others else '-'} | {statistics.median(coll) if coll else 0:g} "
-          f"| {beat_rate:.1f} |", flush=True)
+          f"| {beat_rate:.1f} | {' | '.join(torchrun(n))} |", flush=True)

@@ -20,9 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool same = again.size() == size && again.compare(0, size, reinterpret_cast<const char*>(data), size) == 0;
     const bool older_run_info = std::holds_alternative<gantry::wire::RunInfo>(m.payload) && again.size() == size + 8 &&
                                 again.compare(16, size - 16, reinterpret_cast<const char*>(data) + 16, size - 16) == 0;
-    const bool older_rank_status = std::holds_alternative<gantry::wire::RankStatus>(m.payload) &&
-                                   again.size() == size + 81 &&
-                                   again.compare(16, size - 16, reinterpret_cast<const char*>(data) + 16, size - 16) == 0;
+    const bool older_rank_status =
+        std::holds_alternative<gantry::wire::RankStatus>(m.payload) && again.size() == size + 81 &&
+        again.compare(16, size - 16, reinterpret_cast<const char*>(data) + 16, size - 16) == 0;
     const auto* in = reinterpret_cast<const char*>(data);
     const bool appended_skipped = again.size() < size && again.compare(0, 12, in, 12) == 0 &&
                                   again.compare(16, again.size() - 16, in + 16, again.size() - 16) == 0;
