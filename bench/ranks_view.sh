@@ -2,8 +2,8 @@
 # Both monitors' ranks views on a live run of many ranks, under Xvfb:
 # `gantry launch -n N` (default 128) of the basic GAN (batch 8 a rank, one
 # thread, a metrics row every 2 steps), rank SLOW (default 37) slowed by
-# SIGSTOP/SIGCONT bursts (stopped 0.2 s of every 0.3 s, from the first grid
-# on), then gantry-monitor and gantry-view on the live run directory, each
+# SIGSTOP/SIGCONT bursts (stopped STOP_S=0.9 s, then running CONT_S=0.1 s,
+# from the first grid on), then gantry-monitor and gantry-view on the live run directory, each
 # grabbing its window after WAIT s (default 100) while the run trains. The
 # screenshots go to docs/images/ (ranks_monitor_N.png, ranks_view_N.png); the
 # straggler lines the run printed, and the end's summary, are shown.
@@ -16,7 +16,7 @@ cmake --build build --target gantry gan gantry-monitor gantry-view >/dev/null
 work=$(mktemp -d)
 source tests/gui/xvfb_common.sh
 start_xvfb "$work"
-trap 'kill $xvfb_pid 2>/dev/null; [[ -n ${launch:-} ]] && kill $launch 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $xvfb_pid ${launch:-} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 cd "$work"
 ulimit -n 65536 2>/dev/null || true
 "$root/build/bin/gantry" launch -n "$n" "$root/configs/gan_fashion_mnist.yaml" data.batch_size=8 trainer.threads=1 \
@@ -29,9 +29,9 @@ for _ in $(seq 1800); do [[ -s $run/images/generated_0000000.png ]] && break; sl
 echo "trains: $(grep -m1 'ranks, master' launch.log)"
 pid=$(for p in $(pgrep -P $launch); do
   tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$slow" && echo "$p"
-done | head -n 1)
+done | head -n 1 || true)
 [[ -n $pid ]] || { echo "rank $slow not found"; exit 1; }
-(while kill -STOP "$pid" 2>/dev/null; do sleep 0.2; kill -CONT "$pid"; sleep 0.1; done) &
+(while kill -STOP "$pid" 2>/dev/null; do sleep "${STOP_S:-0.9}"; kill -CONT "$pid"; sleep "${CONT_S:-0.1}"; done) &
 bursts=$!
 mkdir -p "$root/docs/images"
 x "$root/build/bin/gantry-monitor" "$run" --size 1280x800 --screenshot "$root/docs/images/ranks_monitor_$n.png" \
