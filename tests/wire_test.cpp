@@ -29,6 +29,7 @@ std::vector<wire::Message> every_message() {
   status.gpu_mem_mib = 4096;
   status.gpu_power_w = 301.5;
   status.straggler = true;
+  status.last_pct = 87.5;
   wire::Scalars scalars;
   scalars.points = {{10, 1.7e9 + 1, "g_loss", 0.75}, {10, 1.7e9 + 1, "d_loss", std::nan("")}};
   return {{0, wire::Hello{1, "s3cret", 41}},
@@ -90,6 +91,16 @@ TEST(Wire, ARankStatusWithoutItsStepPartsDecodesThemAsUnknown) {
   EXPECT_EQ(full.comm_ms, 6.5);
   EXPECT_EQ(full.busy_ms(), 35);
   EXPECT_TRUE(full.straggler);
+  EXPECT_EQ(full.last_pct, 87.5);
+  auto cut = [](std::string& f, size_t bytes) {  // drops the last fields, as an older writer's frame
+    f.resize(f.size() - bytes);
+    const uint32_t len = static_cast<uint32_t>(f.size() - 16);
+    std::memcpy(&f[12], &len, 4);
+  };
+  cut(frame, 8);  // a writer from before last_pct
+  const auto no_last = std::get<wire::RankStatus>(wire::decode(frame).payload);
+  EXPECT_EQ(no_last.last_pct, -1);
+  EXPECT_TRUE(no_last.straggler);
   std::string two = frame;  // the flag is 0 or 1: another value would not re-encode to itself
   two.back() = 2;
   EXPECT_EQ(wire_error(two), "RankStatus.straggler is 2 (0 or 1)") << wire_error(two);

@@ -118,6 +118,7 @@ void put(Writer& w, const RankStatus& m) {
                    m.gpu_mem_mib, m.gpu_power_w})
     w.f64(v);
   w.u8(m.straggler ? 1 : 0);
+  w.f64(m.last_pct);
 }
 void put(Writer& w, const Event& m) {
   w.str(m.kind);
@@ -199,6 +200,7 @@ Payload get_payload(uint8_t type, Reader& r) {
         const uint8_t straggler = r.u8("RankStatus.straggler");
         if (straggler > 1) throw WireError("RankStatus.straggler is " + std::to_string(straggler) + " (0 or 1)");
         m.straggler = straggler == 1;
+        if (!r.at_end()) m.last_pct = r.f64("RankStatus.last_pct");
       }
       r.skip_appended();
       return m;

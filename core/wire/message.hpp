@@ -92,6 +92,11 @@ struct RankStatus {
   double gpu_power_w = -1;   ///< NVML: the GPU's power draw
   /// Rank 0 found this rank a straggler (trainer.straggler_factor) at this status.
   bool straggler = false;
+  /// Appended after those (optional again): the share, in %, of this rank's
+  /// shared-memory gradient exchanges since its previous status at which it
+  /// came last, after every other rank, to either of the exchange's two
+  /// barriers (-1: none, or not measured).
+  double last_pct = -1;
   /// Busy time (step_ms - comm_ms), -1 when unknown.
   double busy_ms() const { return step_ms < 0 || comm_ms < 0 ? -1 : step_ms - comm_ms; }
 };

@@ -46,7 +46,10 @@ RanksSummary summarize_ranks(const RunState& state, double now, bool slowest_fir
       c.heat = std::clamp(c.ratio - 1, 0.0, 1.0);
     }
     auto [it, fresh] = node_of.emplace(s.host, out.nodes.size());
-    if (fresh) out.nodes.push_back(NodeGroup{s.host});
+    if (fresh) {
+      out.nodes.emplace_back();
+      out.nodes.back().host = s.host;
+    }
     NodeGroup& n = out.nodes[it->second];
     n.ranks.push_back(c);
     n.samples_per_s += s.samples_per_s;
@@ -123,6 +126,7 @@ std::string rank_detail(const RankCell& c) {
     t += "; busy " + fixed(s.busy_ms(), 1) + " ms";
     if (c.ratio >= 0) t += " (" + fixed(c.ratio, 1) + "x the median)";
   }
+  if (s.last_pct >= 0) t += "; last at " + fixed(s.last_pct, 0) + "% of the exchanges";
   if (s.cpu_pct >= 0) t += "; CPU " + fixed(s.cpu_pct, 0) + "%";
   t += "; RSS " + fixed(s.rss_mib, 0) + " MiB";
   if (s.gpu_util_pct >= 0 || s.gpu_mem_mib >= 0)

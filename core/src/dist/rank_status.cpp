@@ -10,6 +10,7 @@
 
 #include "dist/distributed.hpp"
 #include "dist/gpu_probe.hpp"
+#include "dist/shm_allreduce.hpp"
 #include "io/files.hpp"
 #include "io/run_stream.hpp"
 #include "runtime/runtime.hpp"
@@ -100,7 +101,13 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
     if (others.empty()) continue;
     const double m = median(others);
     const double ratio = m > 0 ? busy[i] / m : 0;
-    const bool slow = ratio > factor_ && busy[i] - m > kMinExcessMs;
+    // Or the rank the others wait for at the shared-memory exchanges: last
+    // there far more often than its share (1/N), whatever its busy time says
+    // (a rank frozen inside a collective counts its frozen time as comm).
+    const size_t n = all.size();
+    // (Last at either of an exchange's two barriers: by chance about 2/N.)
+    const bool last = n >= 4 && s.last_pct > std::max(60.0, 300.0 / double(n));
+    const bool slow = (ratio > factor_ && busy[i] - m > kMinExcessMs) || last;
     seen.run = slow ? seen.run + 1 : 0;
     if (seen.flagged && !slow) {
       seen.flagged = false;
@@ -113,7 +120,12 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
       seen.flagged = true;
       seen.until = -1;
       if (seen.since < 0) seen.since = step;
-      seen.part = busiest_part(s);
+      seen.part = ratio > factor_ ? busiest_part(s) : "";
+      if (last) {
+        char text[96];
+        std::snprintf(text, sizeof text, "last at %.0f%% of the gradient exchanges", s.last_pct);
+        seen.part += (seen.part.empty() ? "" : ", ") + std::string(text);
+      }
       became.push_back({s.rank, ratio, s.host, seen.part});
     }
     if (seen.flagged) seen.worst = std::max(seen.worst, ratio);
@@ -134,14 +146,22 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
     std::sort(ranks.begin(), ranks.end());
     char text[320];
     if (flags.size() > 1 && flags.size() == host_ranks[host] && host_ranks.size() > 1) {
-      std::snprintf(text, sizeof text, "%s (ranks %s) is %.1fx slower than the median: %s", host.c_str(),
-                    rank_list(ranks).c_str(), worst, flags.front()->part.c_str());
+      if (worst > factor_)
+        std::snprintf(text, sizeof text, "%s (ranks %s) is %.1fx slower than the median: %s", host.c_str(),
+                      rank_list(ranks).c_str(), worst, flags.front()->part.c_str());
+      else
+        std::snprintf(text, sizeof text, "%s (ranks %s) holds the others back: %s (busy %.1fx the median)",
+                      host.c_str(), rank_list(ranks).c_str(), flags.front()->part.c_str(), worst);
       lines.push_back(text);
       continue;
     }
     for (const Flag* f : flags) {
-      std::snprintf(text, sizeof text, "rank %u (%s) is %.1fx slower than the median: %s", f->rank, host.c_str(),
-                    f->ratio, f->part.c_str());
+      if (f->ratio > factor_)
+        std::snprintf(text, sizeof text, "rank %u (%s) is %.1fx slower than the median: %s", f->rank, host.c_str(),
+                      f->ratio, f->part.c_str());
+      else
+        std::snprintf(text, sizeof text, "rank %u (%s) holds the others back: %s (busy %.1fx the median)", f->rank,
+                      host.c_str(), f->part.c_str(), f->ratio);
       lines.push_back(text);
     }
   }
@@ -209,6 +229,11 @@ void RankStatusReporter::report(int64_t step, int64_t batch_size, const StepPart
       own_.other_ms = std::max(0.0, own_.step_ms - own_.data_ms - own_.comm_ms - own_.optimizer_ms - own_.compute_ms);
     }
   }
+  const uint64_t entered = ShmAllreduce::exchanges(), reached_last = ShmAllreduce::exchanges_reached_last();
+  if (last_step_ >= 0 && entered > last_entered_)
+    own_.last_pct = 100.0 * double(reached_last - last_reached_last_) / double(entered - last_entered_);
+  last_entered_ = entered;
+  last_reached_last_ = reached_last;
   if (parts) last_parts_ = *parts;
   last_cpu_ = cpu;
   last_step_ = step;
@@ -264,15 +289,15 @@ void RankStatusReporter::write() {
   written_step_ = own_.step;
   std::string csv =
       "rank,host,step,samples_per_s,rss_mib,wall_time,step_ms,data_ms,compute_ms,comm_ms,optimizer_ms,other_ms,"
-      "busy_ms,cpu_pct,gpu_util_pct,gpu_mem_mib,gpu_power_w,straggler\n";
+      "busy_ms,cpu_pct,gpu_util_pct,gpu_mem_mib,gpu_power_w,straggler,last_pct\n";
   std::vector<double> busy;
   for (const auto& s : all) {
     char row[768];
     std::snprintf(row, sizeof row,
-                  "%u,%s,%ld,%.1f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.0f,%.0f,%.1f,%d\n", s.rank,
+                  "%u,%s,%ld,%.1f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.0f,%.0f,%.1f,%d,%.1f\n", s.rank,
                   s.host.c_str(), long(s.step), s.samples_per_s, s.rss_mib, s.wall_time, s.step_ms, s.data_ms,
                   s.compute_ms, s.comm_ms, s.optimizer_ms, s.other_ms, s.busy_ms(), s.cpu_pct, s.gpu_util_pct,
-                  s.gpu_mem_mib, s.gpu_power_w, s.straggler ? 1 : 0);
+                  s.gpu_mem_mib, s.gpu_power_w, s.straggler ? 1 : 0, s.last_pct);
     csv += row;
     if (stream_) stream_->rank_status(s);
     if (s.busy_ms() >= 0) busy.push_back(s.busy_ms());

@@ -39,6 +39,9 @@ struct StepParts {
 /// ranks' for `intervals` statuses in a row is a straggler until it is not.
 /// In a synchronous job every rank's step takes as long as the slowest's, so
 /// the step time cannot say who: the waits do (the slow rank waits least).
+/// Or, with 4 ranks or more, a rank the others wait for at the shared-memory
+/// exchanges (last_pct above 60% and 3/N) for as many statuses: a rank frozen
+/// inside a collective counts its frozen time as waiting, its arrivals tell.
 class GANTRY_CORE_EXPORT StragglerWatch {
  public:
   StragglerWatch(double factor, int64_t intervals) : factor_(factor), intervals_(intervals) {}
@@ -98,6 +101,7 @@ class RankStatusReporter {
   std::chrono::steady_clock::time_point last_time_ = std::chrono::steady_clock::now();
   double last_cpu_ = -1;
   StepParts last_parts_;
+  uint64_t last_entered_ = 0, last_reached_last_ = 0;  // ShmAllreduce's counts at the previous report
   double gather_wait_ = 0;  // the previous report's gather (a wait for the others): counted as comm next time
   int64_t last_step_ = -1;
   int64_t written_step_ = -1;  // rank 0: the step whose statuses were watched last

@@ -32,6 +32,8 @@ std::atomic<int64_t>& pid_of(void* base, int r) {
   return *reinterpret_cast<std::atomic<int64_t>*>(static_cast<char*>(base) + static_cast<size_t>(r) * kLine + 8);
 }
 
+std::atomic<uint64_t> g_entered{0}, g_last{0};
+
 // Whether process `pid` (of this host) has exited.
 bool gone(int64_t pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
@@ -78,7 +80,10 @@ std::string ShmAllreduce::missing_ranks() const {
   return who;
 }
 
-void ShmAllreduce::barrier(const char* what) {
+uint64_t ShmAllreduce::exchanges() { return g_entered.load(std::memory_order_relaxed); }
+uint64_t ShmAllreduce::exchanges_reached_last() { return g_last.load(std::memory_order_relaxed); }
+
+bool ShmAllreduce::barrier(const char* what) {
   using Clock = std::chrono::steady_clock;
   ++phase_;
   counter(map_, rank_).store(phase_, std::memory_order_release);
@@ -87,20 +92,21 @@ void ShmAllreduce::barrier(const char* what) {
       if (counter(map_, r).load(std::memory_order_acquire) < phase_) return false;
     return true;
   };
+  if (arrived()) return true;  // everyone else was here first
   // The others are usually microseconds away: spin first, by the clock (a
   // count of spins or yields means nothing when ranks outnumber cores).
   const auto start = Clock::now();
   auto waited = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   while (waited() < 50e-6)
-    if (arrived()) return;
+    if (arrived()) return false;
   while (waited() < 1e-3) {
-    if (arrived()) return;
+    if (arrived()) return false;
     sched_yield();
   }
   auto nap = std::chrono::microseconds(50);
   double next_check = 0, stop_seen = -1;
   for (;;) {
-    if (arrived()) return;
+    if (arrived()) return false;
     std::this_thread::sleep_for(nap);
     nap = std::min(nap * 2, std::chrono::microseconds(2000));
     const double t = waited();
@@ -132,7 +138,9 @@ void ShmAllreduce::barrier(const char* what) {
 }
 
 void ShmAllreduce::run(float scale) {
-  barrier("every rank's gradients written");
+  // Last at either barrier: the others waited for this rank's gradients, or
+  // for its share of the sums (it was frozen after it arrived).
+  bool last = barrier("every rank's gradients written");
   // This rank sums chunk [lo, hi) of every slot into the result.
   const size_t per = (count_ + static_cast<size_t>(world_) - 1) / static_cast<size_t>(world_);
   const size_t lo = std::min(count_, per * static_cast<size_t>(rank_)), hi = std::min(count_, lo + per);
@@ -148,7 +156,9 @@ void ShmAllreduce::run(float scale) {
       out[i] = sum * scale;
     }
   }
-  barrier("the sums written");
+  last = barrier("the sums written") || last;
+  g_entered.fetch_add(1, std::memory_order_relaxed);
+  if (last) g_last.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace gantry

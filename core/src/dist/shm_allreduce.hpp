@@ -41,9 +41,16 @@ class GANTRY_CORE_EXPORT ShmAllreduce {
   /// Removes the segment's name (once every rank has mapped it); the memory lives on.
   void unlink();
   size_t count() const { return count_; }
+  /// This process's exchanges so far (run() of every instance) and those at
+  /// whose barriers (gradients written, sums written) it came last, after
+  /// every other rank, at least once: a rank the others wait for comes last
+  /// at nearly all of them, wherever its time went (its own work, or frozen:
+  /// descheduled, stopped). The rank status reports the share.
+  static uint64_t exchanges();
+  static uint64_t exchanges_reached_last();
 
  private:
-  void barrier(const char* what);
+  bool barrier(const char* what);     // true: this rank came last
   std::string missing_ranks() const;  // "0, 3": those not at the current barrier
 
   std::string name_;
