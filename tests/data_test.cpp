@@ -267,6 +267,68 @@ TEST(DataLoader, ResumeMidEpochContinuesTheSameOrder) {
   for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(a[5 + i], b[i]));
 }
 
+// A resume at another world size or batch (data.keep_batch, trainer's
+// kEpochFromKey): k steps of W ranks x B trained the permutation's first
+// k x W x B samples; the rest of the epoch from there, sharded over W' ranks
+// with batches of B', holds every other sample once (plus the padding to a
+// multiple of W', taken from the permutation's start as DistributedSampler
+// pads). From k x W x B at the same W it is exactly a skip of k batches.
+TEST(DataLoader, TheRestOfAnEpochFromASampleIsEverySampleNotTrainedYet) {
+  ImageDataset ds;
+  ds.images = torch::zeros({1000, 1, 1, 1}, torch::kUInt8);
+  LoaderOptions o;
+  o.seed = 11;
+  auto shard = [&](int world, int rank, int64_t batch, int64_t from, int64_t skip = 0) {
+    LoaderOptions x = o;
+    x.world_size = world;
+    x.rank = rank;
+    x.batch_size = batch;
+    DataLoader l(as_dataset(ds), x);
+    const auto idx = l.indices(3, from);
+    EXPECT_EQ(idx.numel(), l.samples_per_rank(from));
+    const int64_t first = std::min(skip * batch, idx.numel());
+    return std::vector<int64_t>(idx.data_ptr<int64_t>() + first, idx.data_ptr<int64_t>() + idx.numel());
+  };
+  // 4 ranks x 16 trained 5 batches each: 320 samples.
+  std::vector<int64_t> before;
+  for (int r = 0; r < 4; ++r) {
+    const auto all = shard(4, r, 16, 0);
+    before.insert(before.end(), all.begin(), all.begin() + 5 * 16);
+  }
+  const DataLoader whole(as_dataset(ds), o);
+  const auto perm = whole.indices(3);
+  std::vector<int64_t> prefix(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + 320);
+  std::sort(before.begin(), before.end());
+  std::sort(prefix.begin(), prefix.end());
+  EXPECT_EQ(before, prefix) << "the trained samples are the permutation's first 320";
+  for (const auto& [world, batch] : std::vector<std::pair<int, int64_t>>{{2, 32}, {3, 16}, {7, 5}, {1, 64}}) {
+    std::vector<int64_t> after;
+    for (int r = 0; r < world; ++r) {
+      const auto rest = shard(world, r, batch, 320);
+      EXPECT_EQ(rest.size(), size_t((680 + world - 1) / world)) << world;
+      after.insert(after.end(), rest.begin(), rest.end());
+    }
+    std::vector<int> count(1000, 0);
+    for (int64_t i : before) ++count[i];
+    for (int64_t i : after) ++count[i];
+    const int64_t pad = int64_t(after.size()) - 680;
+    EXPECT_EQ(pad, (world - 680 % world) % world);
+    for (int i = 0; i < 1000; ++i) {
+      const bool padded =
+          std::find(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + pad, i) != perm.data_ptr<int64_t>() + pad;
+      EXPECT_EQ(count[i], padded ? 2 : 1) << "sample " << i << " at " << world << " ranks x " << batch;
+    }
+  }
+  // The same world and batch: from sample k x W x B is the skip of k batches.
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(shard(4, r, 16, 320), shard(4, r, 16, 0, 5)) << "rank " << r;
+  // drop_last: the rest is cut to a multiple of the ranks, never padded.
+  o.drop_last = true;
+  EXPECT_EQ(shard(3, 0, 8, 320).size(), 680u / 3);
+  // Past the epoch's end (a checkpoint in its padding): nothing is left.
+  o.drop_last = false;
+  EXPECT_TRUE(shard(3, 1, 8, 1000).empty());
+}
+
 TEST(DataLoader, RanksGetDisjointPaddedShards) {
   ImageDataset ds;
   ds.images = torch::zeros({10, 1, 1, 1}, torch::kUInt8);

@@ -994,3 +994,94 @@ TEST(Distributed, TheLauncherNamesAHungRankAndKillsItAtOnce) {
   EXPECT_LT(took, 6 + 1.5 + 9.0) << r.out;
   std::cout << "job ended after " << took << " s (dist_timeout 6)\n";
 }
+
+// A checkpoint written mid-epoch by 4 ranks resumes at 2 (data.keep_batch
+// global: the per-rank batch doubles) and at 3 (per_rank: the global batch
+// changes): the epoch goes on from the sample it reached, so across both runs
+// every sample of the epoch is trained once (at 3 ranks, plus DistributedSampler's
+// padding: 2 samples twice), and the next epoch is whole at the new size. The
+// test plugin records each rank's batches (sample i's inputs are all i).
+TEST(Distributed, ACheckpointResumesAtAnotherWorldSizeWithoutRepeatingOrSkippingSamples) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  const std::string base = "'" + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                           "' system.plugin=" + gantry::test::plugin_path("throws") +
+                           " system.throw_in=none system.samples=240 trainer.threads=1 trainer.log_every_n_steps=2";
+  auto record = [&](const std::string& name) { return " system.record=" + (dir.path() / name).string(); };
+  // Which samples each epoch trained, over every rank's record of a run.
+  auto trained = [&](const std::string& name, int ranks, std::map<int64_t, std::vector<int>>& count) {
+    for (int r = 0; r < ranks; ++r) {
+      std::istringstream in(gantry::test::read_text(dir.path() / (name + ".rank" + std::to_string(r))));
+      for (std::string line; std::getline(in, line);) {
+        std::istringstream f(line);
+        int64_t epoch = 0, step = 0, id = 0;
+        f >> epoch >> step;
+        auto& c = count[epoch];
+        c.resize(240, 0);
+        while (f >> id) ++c.at(size_t(id));
+      }
+    }
+  };
+  // 4 ranks x 5: 4 steps (80 of the epoch's 240 samples), then a checkpoint.
+  const auto a = run_gantry("launch -n 4 " + base + " data.batch_size=5 trainer.max_steps=4" + record("a"), dir.path());
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  const fs::path run = fs::canonical(dir.path() / "runs/tiny/latest");
+  const std::string ckpt = only_checkpoint(run);
+  ASSERT_NE(ckpt.find("step_0000004"), std::string::npos) << ckpt;
+  fs::copy(run, dir.path() / "copy", fs::copy_options::recursive);  // the 3-rank resume's own run directory
+  const std::string ckpt_copy = (dir.path() / "copy/checkpoints" / fs::path(ckpt).filename()).string();
+
+  // At 2 ranks, keeping the global batch 20: 160 samples left = 8 steps, then epoch 1 whole (12 steps).
+  const auto b = run_gantry("launch -n 2 " + base + " data.batch_size=5 trainer.max_steps=-1 trainer.max_epochs=2" +
+                                " data.keep_batch=global trainer.resume=" + ckpt + record("b"),
+                            dir.path());
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find("[rank 0] resize: 4 ranks -> 2: data.keep_batch global keeps the global batch 20: "
+                       "data.batch_size 5 -> 10 per rank"),
+            std::string::npos)
+      << b.out;
+  EXPECT_NE(b.out.find("[rank 0] resize: epoch 0 goes on from sample 80 of 240 (4 batches of 5 x 4 ranks were "
+                       "trained); 8 batches of 10 x 2 ranks are left in it"),
+            std::string::npos)
+      << b.out;
+  EXPECT_NE(b.out.find("[rank 0] done at step 24 (epoch 2)"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("[rank 0] replicas bit-identical across 2 ranks"), std::string::npos) << b.out;
+  std::map<int64_t, std::vector<int>> ab;
+  trained("a", 4, ab);
+  trained("b", 2, ab);
+  ASSERT_EQ(ab.size(), 2u);
+  for (int64_t epoch : {0, 1})
+    for (int i = 0; i < 240; ++i) EXPECT_EQ(ab[epoch][size_t(i)], 1) << "epoch " << epoch << " sample " << i;
+
+  // At 3 ranks, keeping the per-rank batch 5: 160 left = 54 a rank (2 padded), 11 steps.
+  const auto c = run_gantry("launch -n 3 " + base + " data.batch_size=5 trainer.max_steps=-1 trainer.max_epochs=1" +
+                                " trainer.resume=" + ckpt_copy + record("c"),
+                            dir.path());
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("[rank 0] resize: 4 ranks -> 3: data.keep_batch per_rank keeps data.batch_size 5: the global "
+                       "batch 20 -> 15"),
+            std::string::npos)
+      << c.out;
+  EXPECT_NE(c.out.find("[rank 0] done at step 15 (epoch 1)"), std::string::npos) << c.out;
+  std::map<int64_t, std::vector<int>> ac;
+  trained("a", 4, ac);
+  trained("c", 3, ac);
+  ASSERT_EQ(ac.size(), 1u);
+  int twice = 0;
+  for (int i = 0; i < 240; ++i) {
+    EXPECT_GE(ac[0][size_t(i)], 1) << "sample " << i;
+    EXPECT_LE(ac[0][size_t(i)], 2) << "sample " << i;
+    twice += ac[0][size_t(i)] == 2;
+  }
+  EXPECT_EQ(twice, 2);
+
+  // Keeping a global batch of 20 at 3 ranks cannot be: one line naming the key.
+  const auto d = run_gantry(
+      "launch -n 3 " + base + " data.batch_size=5 data.keep_batch=global trainer.resume=" + ckpt_copy, dir.path());
+  EXPECT_NE(d.exit_code, 0);
+  EXPECT_NE((d.out + d.err)
+                .find("'data.keep_batch=global': data.keep_batch global: the checkpoint's global batch 20 (5 x 4 "
+                      "ranks) is not divisible by 3 ranks"),
+            std::string::npos)
+      << d.out << d.err;
+}

@@ -177,25 +177,49 @@ TEST(Resume, AChangedConfigIsAppliedAndSaidAndTheHistoryKept) {
 
 // A checkpoint in the middle of an epoch: what decides the rest of that
 // epoch's samples cannot change; refused in one line, nothing rewritten.
-TEST(Resume, AMidEpochResumeRefusesANewBatchSize) {
+// Mid-epoch, what decides which samples the epoch holds (the seed, shuffle,
+// drop_last) cannot change; a new batch size (or world size) goes on from the
+// sample the epoch reached, unless trainer.limit_train_batches cuts the epoch
+// at a number of batches (which would then mean other samples).
+TEST(Resume, AMidEpochResumeRefusesANewSeedAndGoesOnFromItsSampleWithANewBatch) {
   TempDir dir;
   const std::string base = "train '" + kDemo + "' trainer.image_every_n_steps=0 checkpoint.every_n_steps=5";
   ASSERT_EQ(gantry::test::run_gantry(base + " trainer.max_steps=5", dir.path()).exit_code, 0);
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
   const std::string config_before = gantry::test::read_text(run / "config.yaml");
   const auto r =
-      gantry::test::run_gantry(base + " trainer.max_steps=10 trainer.resume=auto data.batch_size=32", dir.path());
+      gantry::test::run_gantry(base + " trainer.max_steps=10 trainer.resume=auto trainer.seed=7", dir.path());
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_NE(r.err.find("command line 'data.batch_size=32': resume: data.batch_size 64 -> 32: checkpoint"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("command line 'trainer.seed=7': resume: trainer.seed 42 -> 7: checkpoint"), std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("is mid-epoch (batch 5 of 938 of epoch 0), and data.batch_size decides which samples the "
+  EXPECT_NE(r.err.find("is mid-epoch (batch 5 of 938 of epoch 0), and trainer.seed decides which samples the "
                        "rest of that epoch holds"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(gantry::test::read_text(run / "config.yaml"), config_before);
-  // The same batch size resumes.
-  EXPECT_EQ(gantry::test::run_gantry(base + " trainer.max_steps=10 trainer.resume=auto", dir.path()).exit_code, 0);
+  // A cut epoch cannot be regrouped.
+  const auto cut = gantry::test::run_gantry(
+      base + " trainer.max_steps=10 trainer.resume=auto data.batch_size=32 trainer.limit_train_batches=100",
+      dir.path());
+  EXPECT_EQ(cut.exit_code, 1) << cut.out << cut.err;
+  EXPECT_NE(cut.err.find("resume: data.batch_size 64 -> 32: checkpoint"), std::string::npos) << cut.err;
+  EXPECT_NE(cut.err.find("and data.batch_size regroups an epoch that trainer.limit_train_batches or overfit_batches "
+                         "cuts at a number of batches"),
+            std::string::npos)
+      << cut.err;
+  // A new batch size goes on from sample 5 x 64: the rest of epoch 0 is 59,680 samples, 1,865 batches of 32.
+  const auto b =
+      gantry::test::run_gantry(base + " trainer.max_steps=10 trainer.resume=auto data.batch_size=32", dir.path());
+  EXPECT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find("resize: epoch 0 goes on from sample 320 of 60000 (5 batches of 64 x 1 ranks were trained); "
+                       "1865 batches of 32 x 1 ranks are left in it"),
+            std::string::npos)
+      << b.out;
+  EXPECT_NE(b.out.find("done at step 10 (epoch 0)"), std::string::npos) << b.out;
+  // The same batch size resumes as before.
+  EXPECT_EQ(gantry::test::run_gantry(base + " trainer.max_steps=15 trainer.resume=auto data.batch_size=32", dir.path())
+                .exit_code,
+            0);
 }
 
 TEST(Resume, SigkillDuringACheckpointWriteLeavesTheOldOneValid) {

@@ -10,11 +10,14 @@
 // `system.slow_until` (-1: the end): a straggler. `system.hide_module` trains a second Linear that
 // modules() does not return (a plugin author's silent mistake);
 // `system.log_val_n` logs validation values with Reduce::kSum and kMax.
-// Otherwise a working system: a linear regression on 8 samples of its own.
+// Otherwise a working system: a linear regression on `system.samples` (8)
+// samples of its own, sample i's inputs all i; `system.record` P appends
+// "epoch step i i ..." (the samples of each training batch) to P.rank<R>.
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 #include <string>
@@ -25,13 +28,17 @@ namespace {
 
 class Eight : public gantry::Dataset {
  public:
-  int64_t size() const override { return 8; }
+  explicit Eight(int64_t n = 8) : n_(n) {}
+  int64_t size() const override { return n_; }
   gantry::Batch get(int64_t i) const override {
     gantry::Batch b;
     b.input = torch::full({4}, double(i), torch::kFloat32);
     b.target = torch::full({1}, double(i) / 2, torch::kFloat32);
     return b;
   }
+
+ private:
+  int64_t n_;
 };
 
 }  // namespace
@@ -49,6 +56,8 @@ class Throws : public gantry::System {
         slow_until_(p.get("slow_until", int64_t{-1})),
         hide_module_(p.get("hide_module", false)),
         log_val_n_(p.get("log_val_n", false)),
+        samples_(p.get("samples", int64_t{8})),
+        record_(p.get("record", "")),
         model_(4, 1),
         hidden_(4, 1) {
     (void)p.get("lr", 0.1);
@@ -90,7 +99,17 @@ class Throws : public gantry::System {
       if (ctx.rank() == hang_on_rank_)
         for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    const auto loss = torch::mse_loss(model_(batch.input), batch.target);
+    if (!record_.empty()) {
+      std::ofstream out(record_ + ".rank" + std::to_string(ctx.rank()), std::ios::app);
+      out << ctx.epoch() << ' ' << ctx.global_step();
+      const auto ids = batch.input.select(1, 0).to(torch::kInt64);
+      for (int64_t k = 0; k < ids.size(0); ++k) out << ' ' << ids[k].item<int64_t>();
+      out << '\n';
+    }
+    // More samples than the default 8: inputs scaled to [0, 1) (SGD diverges on hundreds).
+    const auto x = samples_ > 8 ? batch.input / double(samples_) : batch.input;
+    const auto y = samples_ > 8 ? batch.target / double(samples_) : batch.target;
+    const auto loss = torch::mse_loss(model_(x), y);
     ctx.optimize("sgd", loss);
     ctx.log("loss", loss);
   }
@@ -115,7 +134,7 @@ class Throws : public gantry::System {
   void load_extra_state(const gantry::StateDict&) override { maybe("load_extra_state"); }
   std::shared_ptr<gantry::Dataset> train_dataset() override {
     maybe("train_dataset");
-    return std::make_shared<Eight>();
+    return std::make_shared<Eight>(samples_);
   }
   std::shared_ptr<gantry::Dataset> val_dataset() override {
     maybe("val_dataset");
@@ -148,6 +167,8 @@ class Throws : public gantry::System {
   int64_t crash_after_ = 5, hang_on_rank_ = -1, slow_rank_ = -1, slow_ms_ = 50, slow_from_ = 0, slow_until_ = -1,
           steps_ = 0;
   bool hide_module_ = false, log_val_n_ = false;
+  int64_t samples_ = 8;
+  std::string record_;
   torch::nn::Linear model_, hidden_;
 };
 

@@ -48,6 +48,7 @@ enum class SchedulerKind { kNone, kStep, kCosine, kLinear };
 enum class ScheduleInterval { kStep, kEpoch };
 enum class MonitorMode { kMin, kMax };
 enum class ProfilerKind { kNone, kSimple, kTrace };
+enum class KeepBatch { kPerRank, kGlobal };
 
 /// A choice's names, in the order of its enum's values; `note` follows the
 /// list in the error line.
@@ -73,6 +74,7 @@ GANTRY_CHOICE(PrecisionMode, " (16-mixed, fp16 with loss scaling, is not support
 GANTRY_CHOICE(SchedulerKind, "", "none", "step", "cosine", "linear")
 GANTRY_CHOICE(ScheduleInterval, "", "step", "epoch")
 GANTRY_CHOICE(MonitorMode, "", "min", "max")
+GANTRY_CHOICE(KeepBatch, "", "per_rank", "global")
 GANTRY_CHOICE(ProfilerKind, "", "none", "simple", "trace")
 #undef GANTRY_CHOICE
 
@@ -124,6 +126,10 @@ struct GANTRY_CORE_EXPORT BatchCount {
   X(std::string, val_prefix, val_prefix, "t10k", true, "",                                                  \
     "the validation split, named the same way (defaults: `image_folder` `val`, `cifar10` `test_batch`)")    \
   X(int64_t, batch_size, batch_size, 64, v > 0, "> 0", "samples per batch, per rank")                       \
+  X(KeepBatch, keep_batch, keep_batch, KeepBatch::kPerRank, true, "",                                       \
+    "a resume at another world size keeps `per_rank`: `batch_size` (the global batch changes with the "     \
+    "ranks), or `global`: the checkpoint's batch_size x its ranks (`batch_size` becomes that / the ranks; " \
+    "not divisible: an error). Either way the epoch goes on from the sample it reached")                    \
   X(bool, shuffle, shuffle, true, true, "", "reshuffle each epoch from `trainer.seed` + epoch")             \
   X(bool, drop_last, drop_last, false, true, "", "drop each epoch's last incomplete batch")                 \
   X(int64_t, prefetch, prefetch, 2, v >= 1, ">= 1", "batches prepared ahead on a worker thread")

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "data/image_dataset.hpp"
@@ -10,23 +11,26 @@
 namespace gantry {
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> data, LoaderOptions options)
-    : data_(std::move(data)), images_(dynamic_cast<const ImageTensorDataset*>(data_.get())), opt_(options) {
-  const int64_t n = data_->size();
-  const int64_t world = opt_.world_size;
-  // DistributedSampler: pad to a multiple of the world size (or drop the rest).
-  per_rank_ = opt_.drop_last && n % world ? n / world : (n + world - 1) / world;
-}
+    : data_(std::move(data)), images_(dynamic_cast<const ImageTensorDataset*>(data_.get())), opt_(options) {}
 
 DataLoader::~DataLoader() { stop_worker(); }
 
-int64_t DataLoader::batches_per_epoch() const {
-  const int64_t all =
-      opt_.drop_last ? per_rank_ / opt_.batch_size : (per_rank_ + opt_.batch_size - 1) / opt_.batch_size;
+int64_t DataLoader::samples_per_rank(int64_t from_sample) const {
+  const int64_t n = std::max<int64_t>(0, data_->size() - from_sample);
+  const int64_t world = opt_.world_size;
+  // DistributedSampler: pad to a multiple of the world size (or drop the rest).
+  return opt_.drop_last && n % world ? n / world : (n + world - 1) / world;
+}
+
+int64_t DataLoader::batches_per_epoch(int64_t from_sample) const {
+  const int64_t per_rank = samples_per_rank(from_sample);
+  const int64_t all = opt_.drop_last ? per_rank / opt_.batch_size : (per_rank + opt_.batch_size - 1) / opt_.batch_size;
   return opt_.limit.of(all);
 }
 
-torch::Tensor DataLoader::indices(int64_t epoch) const {
+torch::Tensor DataLoader::indices(int64_t epoch, int64_t from_sample) const {
   const int64_t n = data_->size();
+  from_sample = std::clamp<int64_t>(from_sample, 0, n);
   torch::Tensor order;
   if (opt_.shuffle) {
     auto gen = at::make_generator<at::CPUGeneratorImpl>(opt_.seed + static_cast<uint64_t>(epoch));
@@ -34,12 +38,16 @@ torch::Tensor DataLoader::indices(int64_t epoch) const {
   } else {
     order = torch::arange(n, torch::kInt64);
   }
-  const int64_t total = per_rank_ * opt_.world_size;
-  if (total > n) order = torch::cat({order, order.slice(0, 0, total - n)});  // pad by wrapping
-  return order.slice(0, opt_.rank, total, opt_.world_size).contiguous();
+  const int64_t total = samples_per_rank(from_sample) * opt_.world_size;
+  torch::Tensor rest = order.slice(0, from_sample, n);
+  // Pad by wrapping to the permutation's start: from sample 0 that is
+  // DistributedSampler's padding, and from k x W x B at the same W it is the
+  // same padding at the same positions (what a skip of k batches gives).
+  if (total > rest.size(0)) rest = torch::cat({rest, order.slice(0, 0, total - rest.size(0))});
+  return rest.slice(0, opt_.rank, total, opt_.world_size).contiguous();
 }
 
-void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
+void DataLoader::start_epoch(int64_t epoch, int64_t skip, int64_t from_sample) {
   stop_worker();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -48,8 +56,9 @@ void DataLoader::start_epoch(int64_t epoch, int64_t skip) {
     stop_ = false;
     done_ = false;
   }
-  const int64_t last = batches_per_epoch();
-  worker_ = std::thread([this, order = indices(epoch), skip, last] { work(order, skip, last); });
+  const int64_t last = batches_per_epoch(from_sample), per_rank = samples_per_rank(from_sample);
+  worker_ = std::thread(
+      [this, order = indices(epoch, from_sample), skip, last, per_rank] { work(order, skip, last, per_rank); });
 }
 
 void DataLoader::stop_worker() {
@@ -76,12 +85,12 @@ Batch DataLoader::make_batch(const int64_t* idx, int64_t n) const {
   return b;
 }
 
-void DataLoader::work(torch::Tensor order, int64_t first, int64_t last) {
+void DataLoader::work(torch::Tensor order, int64_t first, int64_t last, int64_t per_rank) {
   try {
     const int64_t* idx = order.data_ptr<int64_t>();
     for (int64_t b = first; b < last; ++b) {
       const int64_t begin = b * opt_.batch_size;
-      const int64_t n = std::min(opt_.batch_size, per_rank_ - begin);
+      const int64_t n = std::min(opt_.batch_size, per_rank - begin);
       Batch batch = make_batch(idx + begin, n);
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < opt_.prefetch; });

@@ -234,7 +234,7 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
 CheckpointMeta read_checkpoint_meta(const std::string& path) {
   const auto d = read_dict(path);
   return {get_string(d, "plugin"), get_string(d, "plugin_version"), get_string(d, "config"),
-          get_int(d, "global_step", path)};
+          get_int(d, "global_step", path), d.contains("world_size") ? get_int(d, "world_size", path) : 0};
 }
 
 TrainState load_checkpoint(const std::string& path, const std::string& plugin, const std::vector<NamedModule>& modules,
@@ -243,7 +243,8 @@ TrainState load_checkpoint(const std::string& path, const std::string& plugin, c
   const auto d = read_dict(path);
   const std::string file_plugin = get_string(d, "plugin");
   if (meta)
-    *meta = {file_plugin, get_string(d, "plugin_version"), get_string(d, "config"), get_int(d, "global_step", path)};
+    *meta = {file_plugin, get_string(d, "plugin_version"), get_string(d, "config"), get_int(d, "global_step", path),
+             d.contains("world_size") ? get_int(d, "world_size", path) : 0};
   if (file_plugin != plugin)
     throw CheckpointError("checkpoint " + path + " was written by plugin '" + file_plugin +
                           "', this run uses plugin '" + plugin + "'");

@@ -40,6 +40,7 @@ struct CheckpointMeta {
   std::string plugin_version;
   std::string config_yaml;  ///< resolved config
   int64_t global_step = 0;  ///< (read) the step it was saved at
+  int64_t world_size = 0;   ///< (read) the ranks that trained it; 0: not recorded
 };
 
 /// The default generator's state of `device` (the CPU's, or a GPU's), and

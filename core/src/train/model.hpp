@@ -29,6 +29,10 @@ class GANTRY_CORE_EXPORT Model {
   ~Model();
 
   const ExperimentConfig& cfg() const { return exp_.config; }
+  /// A resume at another world size that keeps the global batch
+  /// (data.keep_batch global, train/resume.hpp): this run's per-rank batch,
+  /// before the fit starts (its checkpoints record it).
+  void set_batch_size(int64_t per_rank) { exp_.config.data.batch_size = per_rank; }
   const Experiment& experiment() const { return exp_; }
   const std::string& plugin_name() const { return exp_.system->name(); }
   /// The plugin's system, behind its one door.

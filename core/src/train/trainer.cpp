@@ -32,6 +32,16 @@ namespace fs = std::filesystem;
 
 namespace gantry {
 
+namespace {
+
+// Where the current epoch's loader begins in its permutation (kEpochFromKey).
+int64_t epoch_from(const TrainState& s) {
+  const auto it = s.extra.find(kEpochFromKey);
+  return it != s.extra.end() && it->second.numel() == 1 ? it->second.item<int64_t>() : 0;
+}
+
+}  // namespace
+
 struct Trainer::Impl {
   std::string run_dir;
   std::unique_ptr<Accelerator> accel;
@@ -165,10 +175,35 @@ struct Trainer::Impl {
     if (fit.per_epoch == 0)
       throw DataError(train_name + ": " + std::to_string(train_size) + " samples make no batch of " +
                       std::to_string(lo.batch_size) + " (data.drop_last is true)");
-    // This run's epoch length goes into its checkpoints (a later resume's
+    // A resume mid-epoch at another world size or batch: the epoch goes on
+    // from the sample it reached (train/resume.hpp, kEpochFromKey).
+    TrainState& s = fit.state;
+    const int64_t from_before = epoch_from(s);
+    if (!model->cfg().trainer.resume.empty() && s.batch_in_epoch > 0) {
+      const CheckpointShape was = checkpoint_shape(model->resumed_meta());
+      const int world = accel->dist().world_size;
+      if (was.world > 0 && (was.world != world || was.batch_size != lo.batch_size)) {
+        const int64_t from = from_before + s.batch_in_epoch * was.batch_size * was.world;
+        if (accel->is_zero())
+          std::printf(
+              "resize: epoch %ld goes on from sample %ld of %ld (%ld batches of %ld x %ld ranks were trained%s); "
+              "%ld batches of %ld x %d ranks are left in it\n",
+              long(s.epoch), long(std::min(from, train_size)), long(train_size), long(s.batch_in_epoch),
+              long(was.batch_size), long(was.world),
+              from_before ? (" after sample " + std::to_string(from_before)).c_str() : "",
+              long(loader.batches_per_epoch(from)), long(lo.batch_size), world);
+        s.extra[kEpochFromKey] = torch::tensor(from, torch::kInt64);
+        s.batch_in_epoch = 0;
+      }
+    }
+    // The current epoch's length goes into the checkpoints (a later resume's
     // mid-epoch check, train/resume.hpp).
-    fit.state.extra[kPerEpochKey] = torch::tensor(fit.per_epoch, torch::kInt64);
-    if (t.max_epochs > 0) fit.total_steps = t.max_epochs * fit.per_epoch;
+    const int64_t this_epoch = loader.batches_per_epoch(epoch_from(s));
+    s.extra[kPerEpochKey] = torch::tensor(this_epoch, torch::kInt64);
+    if (t.max_epochs > 0)
+      fit.total_steps = epoch_from(s) == 0 ? t.max_epochs * fit.per_epoch
+                                           : s.global_step + this_epoch +
+                                                 std::max<int64_t>(0, t.max_epochs - s.epoch - 1) * fit.per_epoch;
     if (t.max_steps > 0) fit.total_steps = fit.total_steps > 0 ? std::min(fit.total_steps, t.max_steps) : t.max_steps;
     // The callbacks that check config keys against the plugin (ema.modules,
     // a schedule's length) are built before rank 0 writes anything, so that a
@@ -296,7 +331,9 @@ struct Trainer::Impl {
     const int64_t first_step = s.global_step;
     stop.at_start(s);
     while (!stop.done()) {
-      loader.start_epoch(s.epoch, s.batch_in_epoch);
+      const int64_t from = epoch_from(s);  // 0 but in an epoch resumed at another world size or batch
+      const int64_t epoch_batches = from ? loader.batches_per_epoch(from) : fit.per_epoch;
+      loader.start_epoch(s.epoch, s.batch_in_epoch, from);
       while (!stop.done()) {
         if (!traced && s.global_step >= t.profile_first_step) {
           traced = true;
@@ -357,7 +394,7 @@ struct Trainer::Impl {
         if (!fit.stop_now.empty()) stop.now(fit.stop_now);  // early stopping: every rank alike
         if (tracer && s.global_step >= trace_from + t.profile_steps) end_trace();
       }
-      if (s.batch_in_epoch >= fit.per_epoch) {  // the epoch is complete
+      if (s.batch_in_epoch >= epoch_batches) {  // the epoch is complete
         // Epoch-end callbacks (validation, rows) see every batch's values.
         const StopAgreement::Verdict settled = settle(fit, agreement, pending);
         stop.after_batch(settled.stop, false, settled.wish);
@@ -366,6 +403,10 @@ struct Trainer::Impl {
         if (!fit.stop_now.empty()) stop.now(fit.stop_now);
         ++s.epoch;
         s.batch_in_epoch = 0;
+        if (from) {  // the next epochs are whole ones at this world size
+          s.extra.erase(kEpochFromKey);
+          s.extra[kPerEpochKey] = torch::tensor(fit.per_epoch, torch::kInt64);
+        }
         stop.after_epoch(s);
       }
     }
@@ -422,9 +463,12 @@ Trainer::Trainer(Experiment experiment, std::string run_dir, DistEnv dist) : imp
   // A resume: its config against the checkpoint's, refused or said before the
   // caller writes the run directory's config.yaml.
   const ExperimentConfig& cfg = impl_->model->cfg();
-  if (!cfg.trainer.resume.empty())
-    impl_->resume_changes =
-        check_resume_changes(cfg, impl_->model->resumed(), impl_->model->resumed_meta(), impl_->accel->is_zero());
+  if (!cfg.trainer.resume.empty()) {
+    const bool zero = impl_->accel->is_zero();
+    const int64_t batch = resized_batch(cfg, impl_->model->resumed_meta(), impl_->accel->dist().world_size, zero);
+    if (batch != cfg.data.batch_size) impl_->model->set_batch_size(batch);
+    impl_->resume_changes = check_resume_changes(cfg, impl_->model->resumed(), impl_->model->resumed_meta(), zero);
+  }
 }
 
 const std::vector<ConfigChange>& Trainer::resume_changes() const { return impl_->resume_changes; }
