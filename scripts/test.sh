@@ -29,12 +29,14 @@ required=(
   gui:monitor_qtest gui:monitor_xvfb gui:view_xvfb
 )
 required_cuda=(sdk:plugin_of_the_other_libtorch python:tensorboard_reads_gantry_events python:lightning_loads_checkpoint)
+required_dev=(slurm:slurm_scale_8x4)
 min_core=129
 
 check_whole() {  # preset
   local preset=$1 missing=() entry label name listed core
   local want=("${required[@]}")
   [[ $preset == cuda ]] && want+=("${required_cuda[@]}")
+  [[ $preset == dev ]] && want+=("${required_dev[@]}")
   for entry in "${want[@]}"; do
     label=${entry%%:*} name=${entry#*:}
     listed=$(ctest --preset "$preset" -N -L "^${label}\$")

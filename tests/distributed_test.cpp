@@ -62,6 +62,19 @@ TEST(NodeList, ExpandsSlurmRanges) {
 // LibTorch 2.x packs NCCL's version as major << 32 | minor << 16 | patch
 // (torch/csrc/cuda/nccl.cpp); read as NCCL_VERSION_CODE (major * 10000 + ...),
 // 2.27.3 printed as "859170.40.67" in the ddp: line.
+// A verdict across nodes names a silent node as a whole (a node down or cut
+// off), or the ranks of a node it found silent among the node's others.
+TEST(NodeList, SilentRanksAreNamedByTheirNodes) {
+  std::vector<std::string> node_of;
+  for (int r = 0; r < 16; ++r) node_of.push_back("node0" + std::to_string(1 + r / 4));
+  EXPECT_EQ(ranks_by_node({8, 9, 10, 11}, node_of), "node03 (ranks 8-11, all 4 of its ranks)");
+  EXPECT_EQ(ranks_by_node({9}, node_of), "rank 9 (node03, 1 of its 4)");
+  EXPECT_EQ(ranks_by_node({4, 5, 12, 13, 14, 15}, node_of),
+            "ranks 4, 5 (node02, 2 of its 4); node04 (ranks 12-15, all 4 of its ranks)");
+  EXPECT_EQ(ranks_by_node({3}, {"a", "b", "c", "d"}), "d (rank 3, its one rank)");
+  EXPECT_EQ(ranks_by_node({20}, node_of), "rank 20");  // not in the list: no node to name
+}
+
 TEST(Nccl, VersionIsDecodedAsLibTorchPacksIt) {
   EXPECT_EQ(nccl_version_text((uint64_t{2} << 32) | (uint64_t{27} << 16) | 3), "2.27.3");
   EXPECT_EQ(nccl_version_text((uint64_t{2} << 32) | (uint64_t{21} << 16) | 5), "2.21.5");

@@ -1,5 +1,7 @@
 #include "dist/dist_env.hpp"
 
+#include <unistd.h>
+
 #include <netdb.h>
 
 #include <cstdio>
@@ -98,6 +100,14 @@ std::string resolve_master_host(const std::string& host) {
   const auto end = out.find_first_of(" \n", at);
   const std::string addr = out.substr(at + 9, end - at - 9);
   return addr.empty() ? host : addr;
+}
+
+std::string node_name() {
+  const char* slurm_node = std::getenv("SLURMD_NODENAME");
+  if (slurm_node && *slurm_node) return slurm_node;
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  return host;
 }
 
 int port_for_job(const std::string& job_id) {

@@ -47,4 +47,9 @@ GANTRY_CORE_EXPORT std::string resolve_master_host(const std::string& host);
 /// MASTER_PORT derived from a SLURM job id, so jobs sharing a node differ.
 GANTRY_CORE_EXPORT int port_for_job(const std::string& job_id);
 
+/// This rank's node as the job knows it: under SLURM the node's name
+/// (SLURMD_NODENAME: node10, the host name on a real cluster and the emulated
+/// node's on a test cluster), else the host name.
+GANTRY_CORE_EXPORT std::string node_name();
+
 }  // namespace gantry

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 #include <cstdlib>
 #include <condition_variable>
@@ -132,11 +133,18 @@ std::shared_ptr<R> new_reducer(std::vector<at::Tensor> params, std::vector<std::
 // in a collective, and stops when the process is stopped, hung hard or dead.
 // It also adds to gantry/entered/<rank> the collectives the rank entered since
 // the last beat: a rank that beats but does not come is hung in its own code.
+// A store request over a link that went down (a node cut off) blocks in recv
+// until TCP gives up (~15 min): the thread holds no lock while it asks, its
+// state is shared with it, and the end waits for it at most 2 s, then leaves
+// it to the process's exit (it touches nothing of the group's after a stop).
 struct ProcessGroup::Heartbeat {
-  c10::intrusive_ptr<c10d::Store> store;
-  std::mutex m;
-  std::condition_variable cv;
-  bool stop = false;
+  struct State {
+    c10::intrusive_ptr<c10d::Store> store;
+    std::mutex m;
+    std::condition_variable cv;
+    bool stop = false, done = false;
+  };
+  std::shared_ptr<State> st = std::make_shared<State>();
   std::thread thread;
 
   Heartbeat(const std::string& host, uint16_t port, int rank, std::chrono::milliseconds timeout,
@@ -146,33 +154,44 @@ struct ProcessGroup::Heartbeat {
     o.isServer = false;
     o.waitWorkers = false;
     o.timeout = timeout;
-    store = c10::make_intrusive<CountingStore>(c10::make_intrusive<c10d::TCPStore>(host, o), std::move(counts));
-    thread = std::thread([this, entered, beat = "gantry/beat/" + std::to_string(rank),
+    st->store = c10::make_intrusive<CountingStore>(c10::make_intrusive<c10d::TCPStore>(host, o), std::move(counts));
+    thread = std::thread([st = st, entered, beat = "gantry/beat/" + std::to_string(rank),
                           progress = "gantry/entered/" + std::to_string(rank)] {
-      std::unique_lock<std::mutex> lock(m);
       int64_t published = 0;
-      while (!stop) {
-        try {
-          store->add(beat, 1);
-          const int64_t now = entered->load(std::memory_order_relaxed);
+      try {
+        for (;;) {
+          int64_t now = 0;
+          {
+            std::lock_guard<std::mutex> lock(st->m);
+            if (st->stop) break;
+            now = entered->load(std::memory_order_relaxed);  // the group lives while !stop
+          }
+          st->store->add(beat, 1);
           if (now != published) {
-            store->add(progress, now - published);
+            st->store->add(progress, now - published);
             published = now;
           }
-        } catch (const std::exception&) {
-          return;  // the store is gone (rank 0 ended): nobody is listening
+          std::unique_lock<std::mutex> lock(st->m);
+          if (st->cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return st->stop; })) break;
         }
-        cv.wait_for(lock, std::chrono::milliseconds(500), [this] { return stop; });
+      } catch (const std::exception&) {
+        // the store is gone (rank 0 ended): nobody is listening
       }
+      std::lock_guard<std::mutex> lock(st->m);
+      st->done = true;
+      st->cv.notify_all();
     });
   }
   ~Heartbeat() {
-    {
-      std::lock_guard<std::mutex> lock(m);
-      stop = true;
-    }
-    cv.notify_all();
-    thread.join();
+    std::unique_lock<std::mutex> lock(st->m);
+    st->stop = true;
+    st->cv.notify_all();
+    const bool ended = st->cv.wait_for(lock, std::chrono::seconds(2), [&] { return st->done; });
+    lock.unlock();
+    if (ended)
+      thread.join();
+    else
+      thread.detach();  // blocked on a dead link: the process's exit ends it
   }
 };
 
@@ -187,6 +206,53 @@ std::string join_ranks(const std::vector<int>& ranks) {
 std::string ranks_word(const std::vector<int>& ranks) {
   return std::string(ranks.size() == 1 ? "rank " : "ranks ") + join_ranks(ranks);
 }
+
+// Ranks in order with runs of three or more as ranges: "ranks 8-11, 20".
+std::string ranks_ranges(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    s += s.empty() ? "" : ", ";
+    if (j - i >= 2) {
+      s += std::to_string(ranks[i]) + "-" + std::to_string(ranks[j]);
+      i = j + 1;
+    } else {
+      s += std::to_string(ranks[i]);
+      ++i;
+    }
+  }
+  return std::string(ranks.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+}  // namespace
+
+std::string ranks_by_node(const std::vector<int>& ranks, const std::vector<std::string>& node_of) {
+  std::vector<std::string> order;  // nodes in the order of their first named rank
+  std::map<std::string, std::vector<int>> named;
+  for (int r : ranks) {
+    const std::string& n = r >= 0 && size_t(r) < node_of.size() ? node_of[size_t(r)] : std::string();
+    if (!named.count(n)) order.push_back(n);
+    named[n].push_back(r);
+  }
+  std::string out;
+  for (const std::string& n : order) {
+    const std::vector<int>& mine = named[n];
+    const auto all = n.empty() ? 0 : std::count(node_of.begin(), node_of.end(), n);
+    out += out.empty() ? "" : "; ";
+    if (n.empty())
+      out += ranks_ranges(mine);
+    else if (size_t(all) == mine.size())
+      out += n + " (" + ranks_ranges(mine) +
+             (all > 1 ? ", all " + std::to_string(all) + " of its ranks)" : ", its one rank)");
+    else
+      out +=
+          ranks_ranges(mine) + " (" + n + ", " + std::to_string(mine.size()) + " of its " + std::to_string(all) + ")";
+  }
+  return out;
+}
+
+namespace {
 
 // `gantry launch` reads which ranks its ranks named (one line per verdict on
 // the descriptor it passes), to name them in its summary and kill them at once.
@@ -248,8 +314,20 @@ std::string ProcessGroup::silent_ranks() {
       // collective that the silent one never finished with the others), so
       // the alive-but-absent are named only when no rank is silent.
       if (!silent.empty()) hung.clear();
-      if (!silent.empty())
-        verdict = ranks_word(silent) + " stopped responding (no heartbeat for 1.5 s: stopped, hung or dead)";
+      if (!silent.empty()) {
+        // Across nodes, the silent ranks by node (their rendezvous keys hold
+        // their nodes: N requests once, at a failure): a whole node silent is
+        // a node down or cut off.
+        std::vector<std::string> node_of;
+        if (env_.num_nodes > 1)
+          for (int r = 0; r < env_.world_size; ++r) {
+            const auto v = store_->get("gantry/arrived/" + std::to_string(r));
+            node_of.emplace_back(v.begin(), v.end());
+          }
+        verdict = (node_of.empty() ? ranks_word(silent) : ranks_by_node(silent, node_of)) +
+                  " stopped responding (no heartbeat for 1.5 s: stopped, hung or dead" +
+                  (node_of.empty() ? ")" : ", or its node is down or cut off)");
+      }
       if (!hung.empty())
         verdict += (verdict.empty() ? "" : "; ") + ranks_word(hung) + (hung.size() == 1 ? " is" : " are") +
                    " alive but never came to this exchange (busy or hung in its own code: the plugin's step, "
@@ -371,7 +449,7 @@ ProcessGroup::ProcessGroup(const DistEnv& env, std::chrono::milliseconds timeout
   };
   std::string verdict;
   try {
-    store_->set("gantry/arrived/" + std::to_string(env.rank), bytes("1"));
+    store_->set("gantry/arrived/" + std::to_string(env.rank), bytes(node_name()));  // who is where, for a verdict
     if (store_->add("gantry/arrivals", 1) == env.world_size) decide(*store_, "ok");
     // Rank 0's store_ is the store itself (it cannot be replaced): it waits over a connection of its own.
     c10::intrusive_ptr<c10d::Store> waiter = env.rank == 0 ? client() : store_;

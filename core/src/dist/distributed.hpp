@@ -148,4 +148,9 @@ class GANTRY_CORE_EXPORT GradSync {
   int world_ = 1;
 };
 
+/// Ranks named by their nodes (`node_of[r]`: rank r's node): a node whose
+/// every rank is named as a whole, "node3 (ranks 8-11, all 4 of its ranks)";
+/// some of a node's, "rank 9 (node3, 1 of its 4)"; groups joined by "; ".
+GANTRY_CORE_EXPORT std::string ranks_by_node(const std::vector<int>& ranks, const std::vector<std::string>& node_of);
+
 }  // namespace gantry

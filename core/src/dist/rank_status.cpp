@@ -1,5 +1,7 @@
 #include "dist/rank_status.hpp"
 
+#include "dist/dist_env.hpp"
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -192,13 +194,8 @@ std::string StragglerWatch::summary() const {
 RankStatusReporter::RankStatusReporter(int rank, ProcessGroup* pg, RunStream* stream, std::string run_dir,
                                        GpuProbe* gpu, double straggler_factor, int64_t straggler_intervals)
     : rank_(rank), pg_(pg), stream_(stream), run_dir_(std::move(run_dir)), gpu_(gpu) {
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
   own_.rank = static_cast<uint32_t>(rank);
-  // Under SLURM, the node's name as the job knows it (node10), which is the
-  // host name on a real cluster and the emulated node's on a test cluster.
-  const char* slurm_node = std::getenv("SLURMD_NODENAME");
-  own_.host = slurm_node && *slurm_node ? slurm_node : host;
+  own_.host = node_name();
   last_cpu_ = cpu_seconds();
   if (rank == 0 && pg && straggler_factor > 0)
     watch_ = std::make_unique<StragglerWatch>(straggler_factor, straggler_intervals);
