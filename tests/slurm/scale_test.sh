@@ -102,14 +102,20 @@ resumed_at=$(sed -n 's/.*resume: .*checkpoints\/step_0*\([0-9]*\)\.ckpt.*/\1/p' 
 row "preempted (USR1), requeued, resumed" "at step $resumed_at, done at step $steps in $(since "$t0") s, replicas bit-identical"
 ckpt=$(ls "$work"/train/gan_128gpu/latest/checkpoints/step_*.ckpt | tail -1)
 
+# A run that trains until a fault ends it, on node N: sets first/last (its
+# ranks), name, ns, job and log once it has trained 3 steps.
+fault_run() {  # label node
+  local node=$2
+  first=$(((node - 1) * tasks)) last=$((node * tasks - 1))
+  name=$(node_name "$node") ns=$(node_ns "$node")
+  job=$(submit "$work/$1" trainer.max_steps=100000 checkpoint.every_n_steps=100000 trainer.dist_timeout=$timeout_s)
+  wait_rows "$work/$1" 3 || fail "$1 run: no training"
+  log=$(ls "$work/$1"/gan_128gpu/slurm-*.out)
+  t0=$(now)
+}
+
 # --- partition: one node's link down ----------------------------------------
-cut_node=$(((nodes + 1) / 2))
-first=$(((cut_node - 1) * tasks)) last=$((cut_node * tasks - 1))
-name=$(node_name "$cut_node") ns=$(node_ns "$cut_node")
-job=$(submit "$work/part" trainer.max_steps=100000 checkpoint.every_n_steps=100000 trainer.dist_timeout=$timeout_s)
-wait_rows "$work/part" 3 || fail "partition run: no training"
-log=$(ls "$work"/part/gan_128gpu/slurm-*.out)
-t0=$(now)
+fault_run part $(((nodes + 1) / 2))
 ip -n "$ctl" link set "v$name" down
 named="$name (ranks $first-$last, all $tasks of its ranks) stopped responding"
 ((tasks < 3)) && named="$name (ranks $first, $last, all $tasks of its ranks) stopped responding"
@@ -155,13 +161,7 @@ resume_at resize 1
 if ((full)); then
   ((nodes >= 4)) && resume_at half $((nodes / 2))
   # --- dead: one node's ranks killed ------------------------------------------
-  dead_node=$((nodes / 4 + 1))
-  first=$(((dead_node - 1) * tasks)) last=$((dead_node * tasks - 1))
-  name=$(node_name "$dead_node") ns=$(node_ns "$dead_node")
-  job=$(submit "$work/dead" trainer.max_steps=100000 checkpoint.every_n_steps=100000 trainer.dist_timeout=$timeout_s)
-  wait_rows "$work/dead" 3 || fail "dead-node run: no training"
-  log=$(ls "$work"/dead/gan_128gpu/slurm-*.out)
-  t0=$(now)
+  fault_run dead $((nodes / 4 + 1))
   gantry_pids "$ns" | xargs -r kill -9
   wait_end "$job" $((timeout_s + 60)) || fail "dead node: the job did not end"
   t_end=$(since "$t0")

@@ -50,8 +50,7 @@ CheckpointShape checkpoint_shape(const CheckpointMeta& meta) {
   return shape;
 }
 
-int64_t resized_batch(const ExperimentConfig& now, const CheckpointMeta& meta, int world, bool print) {
-  const CheckpointShape was = checkpoint_shape(meta);
+int64_t resized_batch(const ExperimentConfig& now, const CheckpointShape& was, int world, bool print) {
   const int64_t batch = now.data.batch_size;
   if (was.world <= 0 || was.world == world) return batch;
   const int64_t global = was.batch_size * was.world;

@@ -25,14 +25,13 @@ struct CheckpointShape {
 };
 CheckpointShape checkpoint_shape(const CheckpointMeta& meta);
 
-/// A resume at another world size (`world` ranks now): the per-rank batch
-/// this run trains with. data.keep_batch per_rank: `now`'s data.batch_size;
-/// global: the checkpoint's batch_size x its ranks / `world`, unless `now`
-/// sets another data.batch_size than the checkpoint's (an explicit choice
-/// wins). Says which, and what changed, in one line when `print`. Throws
-/// ConfigError naming data.keep_batch when the global batch is not divisible
-/// by `world`. The same world size: `now`'s data.batch_size, nothing said.
-int64_t resized_batch(const ExperimentConfig& now, const CheckpointMeta& meta, int world, bool print);
+/// A resume at another world size (`world` ranks now; `was`: the
+/// checkpoint's checkpoint_shape): the per-rank batch this run trains with. data.keep_batch per_rank: `now`'s
+/// data.batch_size; global: the checkpoint's batch_size x its ranks / `world`, unless `now` sets another
+/// data.batch_size than the checkpoint's (an explicit choice wins). Says which, and what changed, in one line when
+/// `print`. Throws ConfigError naming data.keep_batch when the global batch is not divisible by `world`. The same world
+/// size: `now`'s data.batch_size, nothing said.
+int64_t resized_batch(const ExperimentConfig& now, const CheckpointShape& was, int world, bool print);
 
 /// `now.trainer.resume` names the checkpoint `resumed` and `meta` came from
 /// (load_checkpoint's read: the file is not read again). Refuses

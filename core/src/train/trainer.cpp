@@ -49,6 +49,7 @@ struct Trainer::Impl {
   std::unique_ptr<RunOutputs> out;                        // rank 0
   std::vector<std::unique_ptr<Callback>> user_callbacks;  // for the next fit (Trainer::add_callback)
   std::vector<ConfigChange> resume_changes;               // the resume's config against its checkpoint's
+  CheckpointShape resumed_shape;                          // the resume checkpoint's ranks and batch (0s: fresh)
   std::unique_ptr<Profile> profile;                       // trainer.profiler (null: none)
 
   const ExperimentConfig& cfg() const { return model->cfg(); }
@@ -180,7 +181,7 @@ struct Trainer::Impl {
     TrainState& s = fit.state;
     const int64_t from_before = epoch_from(s);
     if (!model->cfg().trainer.resume.empty() && s.batch_in_epoch > 0) {
-      const CheckpointShape was = checkpoint_shape(model->resumed_meta());
+      const CheckpointShape& was = resumed_shape;
       const int world = accel->dist().world_size;
       if (was.world > 0 && (was.world != world || was.batch_size != lo.batch_size)) {
         const int64_t from = from_before + s.batch_in_epoch * was.batch_size * was.world;
@@ -465,7 +466,8 @@ Trainer::Trainer(Experiment experiment, std::string run_dir, DistEnv dist) : imp
   const ExperimentConfig& cfg = impl_->model->cfg();
   if (!cfg.trainer.resume.empty()) {
     const bool zero = impl_->accel->is_zero();
-    const int64_t batch = resized_batch(cfg, impl_->model->resumed_meta(), impl_->accel->dist().world_size, zero);
+    impl_->resumed_shape = checkpoint_shape(impl_->model->resumed_meta());
+    const int64_t batch = resized_batch(cfg, impl_->resumed_shape, impl_->accel->dist().world_size, zero);
     if (batch != cfg.data.batch_size) impl_->model->set_batch_size(batch);
     impl_->resume_changes = check_resume_changes(cfg, impl_->model->resumed(), impl_->model->resumed_meta(), zero);
   }
