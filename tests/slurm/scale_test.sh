@@ -19,6 +19,7 @@
 # Prints a table of what it measured at the end.
 #   scale_test.sh GANTRY SOURCE_DIR WORK_DIR [NODES=8] [TASKS=4] [STEPS=12]
 set -euo pipefail
+trap 'echo "scale_test: FAILED at line $LINENO: $BASH_COMMAND"' ERR
 gantry=$1 src=$2 work=$3 nodes=${4:-8} tasks=${5:-4} steps=${6:-12}
 full=${FULL:-0}
 timeout_s=20  # trainer.dist_timeout of the fault runs
@@ -35,6 +36,9 @@ trap '"$src/tests/slurm/cluster.sh" stop "$cluster" >/dev/null 2>&1 || true' EXI
 "$src/tests/slurm/cluster.sh" start "$cluster" "$nodes" "$tasks" netns
 in=$cluster/in ctl=$(cat "$cluster/ctl_netns")
 cd "$work"
+# The first line of its input, reading all of it: under pipefail, `| head -1`
+# fails the pipeline whenever the writer gets SIGPIPE (a long log).
+first() { awk 'NR == 1'; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 table=()
@@ -51,7 +55,7 @@ submit() {  # out_dir, overrides...: prints the job id
     trainer.out_dir="$out" "$@" |
     sed -n 's/^submitted job \([0-9]*\).*/\1/p'
 }
-state() { "$in" scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+state() { "$in" scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | first; }
 wait_end() {  # job [seconds]
   local end=$(($(date +%s) + ${2:-600})) st
   while (($(date +%s) < end)); do
@@ -90,7 +94,7 @@ wait_end "$job" 900 || fail "job $job did not end"
 log=$(ls "$work"/train/gan_128gpu/slurm-*.out)
 [[ $(state "$job" JobState) == COMPLETED && $(state "$job" Restarts) == 1 ]] ||
   { tail -40 "$log"; fail "job $job: $(state "$job" JobState), restarts $(state "$job" Restarts)"; }
-grep -q "on $(sed -n 's/^NodeName=\([a-z]*\).*/\1/p' "$cluster/slurm.conf" | head -1)\[" "$log" || fail "no node list in $log"
+grep -q "on $(sed -n 's/^NodeName=\([a-z]*\).*/\1/p' "$cluster/slurm.conf" | first)\[" "$log" || fail "no node list in $log"
 grep -q "requeued SLURM job $job" "$log" || fail "no requeue line"
 grep -q "resume: .*checkpoints/step_" "$log" || fail "no resume line"
 grep -q "done at step $steps" "$log" || fail "not done at step $steps"
@@ -98,7 +102,7 @@ grep -q "replicas bit-identical across $ranks ranks" "$log" || fail "no bit-iden
 cut -d, -f1 "$work"/train/gan_128gpu/latest/metrics.csv | tail -n +2 > "$work/steps.txt"
 sort -n -c -u "$work/steps.txt" || fail "a metrics step twice"
 for s in $(seq "$steps"); do grep -qx "$s" "$work/steps.txt" || fail "metrics step $s missing"; done
-resumed_at=$(sed -n 's/.*resume: .*checkpoints\/step_0*\([0-9]*\)\.ckpt.*/\1/p' "$log" | head -1)
+resumed_at=$(sed -n 's/.*resume: .*checkpoints\/step_0*\([0-9]*\)\.ckpt.*/\1/p' "$log" | first)
 row "preempted (USR1), requeued, resumed" "at step $resumed_at, done at step $steps in $(since "$t0") s, replicas bit-identical"
 ckpt=$(ls "$work"/train/gan_128gpu/latest/checkpoints/step_*.ckpt | tail -1)
 
@@ -135,7 +139,7 @@ while ((alive)) && (($(date +%s) < end)); do
 done
 t_ended=$(since "$t0")
 ((alive == 0)) || { ps aux | grep "[g]antry train" | head; fail "ranks still running $t_ended s after the cut"; }
-grep -F "$named" "$log" | head -1
+grep -m1 -F "$named" "$log"
 ip -n "$ctl" link set "v$name" up
 "$in" scancel "$job" 2>/dev/null || true
 wait_end "$job" 120 || true
@@ -154,7 +158,7 @@ resume_at() {  # label nodes
     { tail -20 "$log"; fail "no resize line at $n nodes"; }
   grep -q "resize: epoch 0 goes on from sample" "$log" || fail "no resize sample line"
   grep -q "done at step $((steps + 2))" "$log" || { tail -20 "$log"; fail "resize to $n nodes: not done"; }
-  row "$1: resume at $((n * tasks)) ranks" "$(grep -o "data.batch_size [0-9]* -> [0-9]* per rank" "$log" | head -1); $(grep -o "epoch 0 goes on from sample [0-9]* of [0-9]*" "$log" | head -1); done in $(since "$t0") s"
+  row "$1: resume at $((n * tasks)) ranks" "$(grep -o "data.batch_size [0-9]* -> [0-9]* per rank" "$log" | first); $(grep -o "epoch 0 goes on from sample [0-9]* of [0-9]*" "$log" | first); done in $(since "$t0") s"
 }
 resume_at resize 1
 

@@ -15,7 +15,10 @@
 #include <fstream>
 #include <optional>
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "config/config.hpp"
 #include "dist/dist_env.hpp"
@@ -203,12 +206,31 @@ bool requeue_if_asked(int stop_signal, bool zero) {
   if (!zero) return true;
   const char* job = std::getenv("SLURM_JOB_ID");
   const std::string cmd = std::string("scontrol requeue ") + job;
-  const int rc = std::system(cmd.c_str());
-  if (rc == 0) {
+  std::fflush(nullptr);
+  // The requeue cancels this job's step at once, and the cancellation's
+  // SIGTERM reaches every process of the step: scontrol, started ignoring
+  // SIGTERM and SIGINT (kept across exec), finishes telling its result
+  // (seen at 32 ranks: killed by it, a requeue that had happened read as failed).
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::signal(SIGTERM, SIG_IGN);
+    ::signal(SIGINT, SIG_IGN);
+    ::execlp("scontrol", "scontrol", "requeue", job, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  pid_t got = child > 0 ? -1 : 0;
+  while (child > 0 && (got = ::waitpid(child, &status, 0)) < 0 && errno == EINTR) {
+  }
+  if (got == child && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     std::printf("requeued SLURM job %s: it will resume from the checkpoint\n", job);
     return true;
   }
-  std::fprintf(stderr, "warning: `%s` failed (exit %d): the job was not requeued\n", cmd.c_str(), rc);
+  const std::string why = child < 0                    ? std::string("cannot fork: ") + std::strerror(errno)
+                          : WIFSIGNALED(status)        ? "killed by signal " + std::to_string(WTERMSIG(status))
+                          : WEXITSTATUS(status) == 127 ? std::string("no scontrol on the PATH")
+                                                       : "exit " + std::to_string(WEXITSTATUS(status));
+  std::fprintf(stderr, "warning: `%s` failed (%s): the job was not requeued\n", cmd.c_str(), why.c_str());
   return false;
 }
 
