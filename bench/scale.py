@@ -87,8 +87,8 @@ STAT = re.compile(r"gantry dist stats: rank (\d+) of (\d+), ([^,]+), unix ([\d.]
 cpu1 = None  # one rank's CPU seconds from exec to its first step, at the smallest N
 header = ("| ranks | launch to first step s | floor s | above floor | CPU to first step a rank s | peak PSS GiB "
           "(per rank MiB) | peak RSS GiB | store requests at start-up, rank 0 / others (max) | per logged step, "
-          "rank 0 / others | collectives per step | heartbeat requests/s a rank | torchrun: launch to first step s "
-          "| torchrun: peak PSS GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "rank 0 / others | collectives per step | heartbeat requests/s a rank | step ms (median) | torchrun: launch to "
+          "first step s | torchrun: peak PSS GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in sizes:
     env = dict(os.environ, GANTRY_DIST_STATS="1")
     out, code, peak, start = run_sampled(
@@ -118,6 +118,9 @@ for n in sizes:
         per_step[r] = statistics.median(d) if d else 0
     coll = [b[4] - a[4] for a, b in zip([x for x in stats[0] if x[0].startswith("step ")][1:],
                                        [x for x in stats[0] if x[0].startswith("step ")][2:])]
+    # rank 0's wall time from one logged step to the next (a row every step), after the first
+    t0 = [x[1] for x in stats[0] if x[0].startswith("step ")]
+    step_ms = 1000 * statistics.median([b - a for a, b in zip(t0[1:], t0[2:])]) if len(t0) > 2 else 0
     end0 = at(0, "the end")
     beat_rate = end0[3] / max(1e-9, end0[1] - at(0, "start-up")[1] + 0.5)
     others = [r for r in stats if r != 0]
@@ -125,4 +128,4 @@ for n in sizes:
           f"({peak[0] / n:.0f}) | {peak[1] / 1024:.2f} | {startup[0]} / "
           f"{max(startup[r] for r in others) if others else '-'} | {per_step[0]:g} / "
           f"{max(per_step[r] for r in others) if others else '-'} | {statistics.median(coll) if coll else 0:g} "
-          f"| {beat_rate:.1f} | {' | '.join(torchrun(n))} |", flush=True)
+          f"| {beat_rate:.1f} | {step_ms:.0f} | {' | '.join(torchrun(n))} |", flush=True)

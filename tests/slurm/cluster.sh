@@ -85,6 +85,19 @@ if [[ $net == netns ]]; then
     ip -n "$ctl" link set "v$n" master br0 up
     echo "$n $ns $addr" >> "$dir/nodes"
   done
+  # Every address's MAC, fixed in every namespace: no ARP. With 128 ranks
+  # opening Gloo's full mesh at once on 2 cores, an ARP request went
+  # unanswered in time and a connect failed with "No route to host" (Gloo
+  # does not retry it); a cluster's hosts have their neighbours resolved.
+  mac() { ip -n "$1" -br link show "$2" | awk '{ print $3 }'; }
+  neigh=("neigh replace 10.201.0.1 lladdr $(mac "$ctl" br0) dev eth0 nud permanent")
+  while read -r n ns addr; do
+    neigh+=("neigh replace $addr lladdr $(mac "$ns" eth0) dev eth0 nud permanent")
+  done < "$dir/nodes"
+  while read -r n ns addr; do
+    printf '%s\n' "${neigh[@]}" | grep -v " $addr " | ip -n "$ns" -batch -
+  done < "$dir/nodes"
+  printf '%s\n' "${neigh[@]:1}" | sed 's/dev eth0/dev br0/' | ip -n "$ctl" -batch -
   echo "$ctl" > "$dir/ctl_netns"
   ctl_addr=10.201.0.1
   run_in() { nsenter --net=/run/netns/"$ctl" "$@"; }
@@ -125,6 +138,11 @@ munged --force --socket "$dir/run/munge.socket" --key-file "$dir/munge.key" \
   echo "SlurmctldLogFile=$dir/log/slurmctld.log"
   echo "SlurmdLogFile=$dir/log/slurmd-%n.log"
   echo "KillWait=5"
+  # A step's processes must be gone this long after SIGKILL, or the node is
+  # drained ("Kill task failed"). The default 60 s was not enough for 128
+  # ranks on this 2-core host at a requeue: node01 and node26 were drained
+  # and the requeued job waited for them.
+  echo "UnkillableStepTimeout=300"
   echo "MpiDefault=none"
   echo "JobAcctGatherType=jobacct_gather/none"
   echo "SchedulerType=sched/backfill"
