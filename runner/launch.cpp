@@ -5,13 +5,10 @@
 // fails stops the others and exits with that rank's code.
 #include "launch.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "gantry/engine.hpp"
+
 namespace gantry {
 
 namespace {
@@ -36,21 +35,6 @@ std::atomic<int> g_signal_count{0};
 extern "C" void on_launcher_signal(int sig) {
   g_signal.store(sig == SIGHUP ? SIGTERM : sig);
   g_signal_count.fetch_add(1);
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  int port = 29500;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port;
 }
 
 struct Child {
@@ -117,7 +101,7 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
   if (!has_devices) overrides.push_back("trainer.devices=" + std::to_string(n));
 
   const char* env_port = std::getenv("MASTER_PORT");
-  const std::string port = env_port && *env_port ? env_port : std::to_string(free_port());
+  const std::string port = env_port && *env_port ? env_port : std::to_string(engine::free_local_port());
   const char* env_addr = std::getenv("MASTER_ADDR");
   const std::string addr = env_addr && *env_addr ? env_addr : "127.0.0.1";
 

@@ -4,6 +4,7 @@
 // message within the timeout.
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -700,6 +702,156 @@ TEST(ShmAllreduce, AWaitForADeadRankEndsAtOnceAndCostsNoCpu) {
       << err;
   EXPECT_LT(wall, 2.0);
   EXPECT_LT(cpu, 0.5);
+}
+
+static std::string hex_of(const torch::Tensor& t) {
+  std::string out;
+  const auto* b = static_cast<const unsigned char*>(t.data_ptr());
+  for (int64_t i = 0; i < t.numel() * int64_t(t.element_size()); ++i) {
+    char h[3];
+    std::snprintf(h, sizeof h, "%02x", b[i]);
+    out += h;
+  }
+  return out;
+}
+
+// Forks `world` ranks, each running body(its ProcessGroup) on a group of
+// its own at a free port, and waits for them: true when none threw.
+static bool fork_ranks(int world, const std::function<void(ProcessGroup&)>& body) {
+  const int port = free_local_port();
+  std::vector<pid_t> kids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        DistEnv env;
+        env.rank = r;
+        env.world_size = world;
+        env.master_port = port;
+        ProcessGroup pg(env, std::chrono::seconds(30));
+        body(pg);
+        rc = 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d of %d: %s\n", r, world, e.what());
+      }
+      ::_exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  bool ok = true;
+  for (const pid_t pid : kids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
+// Small all-reduces go through recursive doubling over send/recv (log2(N)
+// rounds; the ranks above a power of two folded in): at 3, 6 and 8 ranks
+// every rank gets the same bits; sums of integers are exact, a harmonic sum
+// is right to the last bits; a max; an async max (the stop agreement's)
+// overlapped by a sync small sum and a large one (Gloo's ring) on the same
+// group. Each rank is a forked process with its own ProcessGroup.
+TEST(Distributed, SmallAllReducesGiveEveryRankTheSameBitsAtAnyWorldSize) {
+  for (const int world : {3, 6, 8}) {
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const bool ok = fork_ranks(world, [&](ProcessGroup& pg) {
+      const int r = pg.rank();
+      torch::Tensor flags = torch::tensor({r, -r, r % 2}, torch::kInt32);
+      auto wait = pg.allreduce_max_async(flags);
+      torch::Tensor sum = torch::tensor({double(r + 1), 1.0 / (r + 1), 0.1 * (r + 1)}, torch::kFloat64);
+      pg.allreduce_sum(sum);
+      torch::Tensor big = torch::full({8192}, float(r + 1));  // 32 KiB: the backend's all-reduce
+      pg.allreduce_sum(big);
+      wait();
+      torch::Tensor mx = torch::tensor({1.5f * float(r), -2.0f * float(r)});
+      pg.allreduce_max(mx);
+      const std::string line = std::to_string(r) + " " + hex_of(flags) + " " + hex_of(sum) + " " + hex_of(mx) + " " +
+                               std::to_string(big[8191].item<float>()) + "\n";
+      if (::write(fds[1], line.data(), line.size()) != ssize_t(line.size())) throw Error("short write");
+    });
+    EXPECT_TRUE(ok) << "world " << world;
+    ::close(fds[1]);  // the lines are in the pipe's buffer: a few hundred bytes
+    std::string all;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) all.append(buf, size_t(n));
+    ::close(fds[0]);
+    std::map<int, std::string> by_rank;
+    for (const std::string& line : gantry::test::lines_of(all)) {
+      const size_t sp = line.find(' ');
+      by_rank[std::stoi(line.substr(0, sp))] = line.substr(sp + 1);
+    }
+    ASSERT_EQ(by_rank.size(), size_t(world)) << all;
+    for (const auto& [r, rest] : by_rank) EXPECT_EQ(rest, by_rank[0]) << "rank " << r << " of " << world;
+    // Rank 0's values, decoded.
+    std::istringstream in(by_rank[0]);
+    std::string flags_hex, sum_hex, mx_hex, big;
+    in >> flags_hex >> sum_hex >> mx_hex >> big;
+    const auto decode = [](const std::string& hex, torch::Tensor like) {
+      auto* b = static_cast<unsigned char*>(like.data_ptr());
+      for (size_t i = 0; i < hex.size() / 2; ++i)
+        b[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+      return like;
+    };
+    const torch::Tensor flags = decode(flags_hex, torch::empty({3}, torch::kInt32));
+    const torch::Tensor sum = decode(sum_hex, torch::empty({3}, torch::kFloat64));
+    const torch::Tensor mx = decode(mx_hex, torch::empty({2}, torch::kFloat));
+    const double n = world;
+    EXPECT_EQ(flags[0].item<int>(), world - 1);
+    EXPECT_EQ(flags[1].item<int>(), 0);
+    EXPECT_EQ(flags[2].item<int>(), 1);
+    EXPECT_EQ(sum[0].item<double>(), n * (n + 1) / 2);  // integers: exact in any order
+    double harmonic = 0;
+    for (int k = 1; k <= world; ++k) harmonic += 1.0 / k;
+    EXPECT_NEAR(sum[1].item<double>(), harmonic, 1e-14);  // a few ulps: another order of the same terms
+    EXPECT_NEAR(sum[2].item<double>(), 0.1 * n * (n + 1) / 2, 1e-14);
+    EXPECT_EQ(mx[0].item<float>(), 1.5f * float(world - 1));
+    EXPECT_EQ(mx[1].item<float>(), 0.0f);
+    EXPECT_EQ(std::stod(big), n * (n + 1) / 2);
+  }
+}
+
+// A shared-memory exchange larger than its segment's chunk goes through in
+// chunks (here 2 ranks, 5.7 M floats, a segment of 64 MiB as rank 0's
+// GANTRY_SHM_SEGMENT_MIB says: chunks of 5.6 M, the boundary inside a
+// transposed weight), and gives every rank exactly the
+// average one exchange would: (a + b) * 0.5 per element, a rank without a
+// gradient contributing zeros, the transposed weight's layout kept.
+TEST(Distributed, ASharedMemoryExchangeInChunksAveragesEveryElement) {
+  constexpr int kWorld = 2;
+  EXPECT_TRUE(fork_ranks(kWorld, [](ProcessGroup& pg) {
+    const int r = pg.rank();
+    auto grads_of = [](int rank) {
+      torch::manual_seed(100 + rank);
+      return std::vector<torch::Tensor>{torch::randn({2048, 2048}), torch::randn({1500, 1000}).t(),
+                                        torch::randn({1000})};
+    };
+    std::vector<torch::Tensor> params{torch::zeros({2048, 2048}), torch::zeros({1500, 1000}).t(), torch::zeros({1000})};
+    const auto mine = grads_of(r);
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!(r == 1 && i == 2)) params[i].mutable_grad() = mine[i].clone(at::MemoryFormat::Preserve);
+    if (r == 0) ::setenv("GANTRY_SHM_SEGMENT_MIB", "64", 1);  // the other rank takes rank 0's
+    GradSync sync(pg, params, GradSync::Transport::kShm);
+    if (sync.transport() != GradSync::Transport::kShm) throw Error("no shared memory");
+    const uint64_t before = ShmAllreduce::exchanges();
+    sync.prepare();
+    sync.finish();
+    if (ShmAllreduce::exchanges() - before != 2)  // two chunks, on rank 1 too: it took rank 0's bound
+      throw Error("exchanges: " + std::to_string(ShmAllreduce::exchanges() - before));
+    const auto zero = grads_of(0), one = grads_of(1);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const torch::Tensor b = i == 2 ? torch::zeros_like(one[i]) : one[i];
+      const torch::Tensor want = (zero[i] + b) * 0.5f;
+      if (!torch::equal(params[i].grad(), want)) throw Error("parameter " + std::to_string(i) + " differs");
+      if (params[i].grad().strides() != params[i].strides()) throw Error("parameter " + std::to_string(i) + ": layout");
+    }
+  }));
+  // The sizes above do make more than one chunk.
+  EXPECT_LT(std::max(ShmAllreduce::kMinChunk, (size_t(64) << 20) / ((kWorld + 1) * sizeof(float))),
+            size_t(2048 * 2048 + 1500 * 1000 + 1000));
 }
 
 // Asked to stop (SIGTERM) while a live peer never arrives (stopped, or stuck):

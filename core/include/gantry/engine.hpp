@@ -141,4 +141,7 @@ GANTRY_CORE_EXPORT int available_cores();
 /// saying how many rank 0 needs and how to raise the limit.
 GANTRY_CORE_EXPORT std::string file_limit_for_ranks(int world_size);
 
+/// A TCP port of 127.0.0.1 nobody listens on now: `gantry launch`'s MASTER_PORT.
+GANTRY_CORE_EXPORT int free_local_port();
+
 }  // namespace gantry::engine

@@ -1,8 +1,10 @@
 #include "dist/dist_env.hpp"
 
-#include <unistd.h>
-
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -186,6 +188,21 @@ std::string DistEnv::describe() const {
   return "rank " + std::to_string(rank) + "/" + std::to_string(world_size) + " (node " + std::to_string(node_rank) +
          ", local " + std::to_string(local_rank) + ") via " + source + ", master " + master_addr + ":" +
          std::to_string(master_port);
+}
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = 29500;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port;
 }
 
 }  // namespace gantry

@@ -47,6 +47,10 @@ GANTRY_CORE_EXPORT std::string resolve_master_host(const std::string& host);
 /// MASTER_PORT derived from a SLURM job id, so jobs sharing a node differ.
 GANTRY_CORE_EXPORT int port_for_job(const std::string& job_id);
 
+/// A TCP port of 127.0.0.1 nobody listens on now (bound to 0, read, closed):
+/// `gantry launch`'s MASTER_PORT. 29500 when the system gives none.
+GANTRY_CORE_EXPORT int free_local_port();
+
 /// This rank's node as the job knows it: under SLURM the node's name
 /// (SLURMD_NODENAME: node10, the host name on a real cluster and the emulated
 /// node's on a test cluster), else the host name.

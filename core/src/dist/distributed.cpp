@@ -27,6 +27,8 @@
 #include <sstream>
 #include <cstdlib>
 #include <condition_variable>
+#include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -634,14 +636,123 @@ void ProcessGroup::broadcast(const std::vector<torch::Tensor>& tensors) {
   collective("broadcast from rank 0", [&] { c10d::broadcast_coalesced(pg_, tensors, 16 * 1024 * 1024, 0); });
 }
 
+// One thread that runs the async small all-reduces in the order they were
+// started (the stop agreement's, beside the next step).
+struct ProcessGroup::Worker {
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> jobs;
+  bool stop = false;
+  std::thread thread{[this] { run(); }};
+
+  ~Worker() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      stop = true;
+    }
+    cv.notify_all();
+    thread.join();  // after the jobs queued: each ends, at worst, at the group's timeout
+  }
+  std::shared_future<void> post(std::function<void()> f) {
+    auto task = std::make_shared<std::packaged_task<void()>>(std::move(f));
+    std::shared_future<void> done = task->get_future().share();
+    {
+      std::lock_guard<std::mutex> lock(m);
+      jobs.emplace_back([task] { (*task)(); });
+    }
+    cv.notify_one();
+    return done;
+  }
+  void run() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [&] { return stop || !jobs.empty(); });
+        if (jobs.empty()) return;
+        job = std::move(jobs.front());
+        jobs.pop_front();
+      }
+      job();
+    }
+  }
+};
+
+bool ProcessGroup::small(const torch::Tensor& t) const {
+  return env_.world_size > 1 && t.numel() > 0 && t.device().is_cpu() && t.is_contiguous() && !t.is_sparse() &&
+         int64_t(t.numel()) * int64_t(t.element_size()) <= kSmallAllreduceBytes;
+}
+
+// Recursive doubling. With p the largest power of two <= N, ranks p..N-1
+// first hand their value to rank r - p and at the end get the result back
+// from it; ranks 0..p-1 exchange with rank r ^ 1, r ^ 2, ..., r ^ p/2, each
+// round both partners combining the same two operands (a + b == b + a in
+// IEEE arithmetic, and max is symmetric), so every rank ends with the same
+// bits. Per rank: log2(p) rounds (+2 for the ranks folded in), one message
+// each way a round; Gloo's ring takes 2(N-1) steps one after another.
+// Messages go through Gloo's unbound buffers under plain tags (its
+// collectives' slots carry a prefix byte above bit 56: no clash); the tag
+// holds `seq` and the round.
+void ProcessGroup::tree_allreduce(torch::Tensor& t, Op op, uint32_t seq) {
+  const int n = env_.world_size, r = env_.rank;
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const auto tag = [seq](int round) { return int((1u << 30) | ((seq & 0xFFFFFFu) << 6) | uint32_t(round)); };
+  torch::Tensor other = torch::empty_like(t);
+  const auto combine = [&] {
+    if (op == Op::kSum)
+      t.add_(other);
+    else
+      t.copy_(torch::maximum(t, other));
+  };
+  const auto send = [&](int to, int round) {
+    std::vector<torch::Tensor> v{t};
+    return pg_->send(v, to, tag(round));
+  };
+  const auto recv = [&](int from, int round) {
+    std::vector<torch::Tensor> v{other};
+    return pg_->recv(v, from, tag(round));
+  };
+  if (r >= p) {  // folded in: hand over, then receive the result
+    send(r - p, 0)->wait();
+    std::vector<torch::Tensor> v{t};
+    pg_->recv(v, r - p, tag(63))->wait();
+    return;
+  }
+  if (r + p < n) {
+    recv(r + p, 0)->wait();
+    combine();
+  }
+  int round = 1;
+  for (int mask = 1; mask < p; mask *= 2, ++round) {
+    const int partner = r ^ mask;
+    auto in = recv(partner, round);
+    auto out = send(partner, round);
+    out->wait();
+    in->wait();
+    combine();
+  }
+  if (r + p < n) send(r + p, 63)->wait();
+}
+
 void ProcessGroup::allreduce_sum(torch::Tensor& t) {
   collective("all-reduce", [&] {
+    if (small(t)) return tree_allreduce(t, Op::kSum, small_seq_++);
     std::vector<torch::Tensor> v{t};
     pg_->allreduce(v)->wait();
   });
 }
 
 std::function<void()> ProcessGroup::allreduce_max_async(torch::Tensor& t) {
+  if (small(t)) {
+    const uint32_t seq = small_seq_++;
+    std::shared_future<void> done;
+    collective("all-reduce", [&] {
+      if (!worker_) worker_ = std::make_unique<Worker>();
+      done = worker_->post([this, t, seq]() mutable { tree_allreduce(t, Op::kMax, seq); });
+    });
+    return [this, done] { collective("all-reduce", [&] { done.get(); }); };
+  }
   std::vector<torch::Tensor> v{t};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::MAX;
@@ -660,6 +771,7 @@ std::vector<torch::Tensor> ProcessGroup::allgather(const torch::Tensor& t) {
 
 void ProcessGroup::allreduce_max(torch::Tensor& t) {
   collective("all-reduce", [&] {
+    if (small(t)) return tree_allreduce(t, Op::kMax, small_seq_++);
     std::vector<torch::Tensor> v{t};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::MAX;
@@ -686,11 +798,16 @@ GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transpor
     std::unique_ptr<ShmAllreduce> shm;
     std::string why;
     std::string name;
+    // The segment's bound: rank 0's, shared with the name ("name budget").
+    size_t budget = ShmAllreduce::kSegmentBudget;
     if (pg.rank() == 0) {
+      if (const char* mib = std::getenv("GANTRY_SHM_SEGMENT_MIB"); mib && std::atoll(mib) > 0)
+        budget = size_t(std::atoll(mib)) << 20;
       std::random_device rd;
       name = "/gantry-" + std::to_string(::getpid()) + "-" + std::to_string(rd()) + "-" + std::to_string(id);
       try {
-        shm = std::make_unique<ShmAllreduce>(name, 0, pg.world_size(), count, true, timeout_s);
+        shm = std::make_unique<ShmAllreduce>(name, 0, pg.world_size(), count, true, timeout_s, 5.0, budget);
+        name += " " + std::to_string(budget);
       } catch (const Error& e) {
         why = e.what();
         name.clear();
@@ -698,8 +815,11 @@ GradSync::GradSync(ProcessGroup& pg, std::vector<torch::Tensor> params, Transpor
     }
     name = pg.share("gantry/shm/" + std::to_string(id), name);
     if (pg.rank() != 0 && !name.empty()) {
+      const size_t space = name.find(' ');
+      budget = size_t(std::stoull(name.substr(space + 1)));
+      name.resize(space);
       try {
-        shm = std::make_unique<ShmAllreduce>(name, pg.rank(), pg.world_size(), count, false, timeout_s);
+        shm = std::make_unique<ShmAllreduce>(name, pg.rank(), pg.world_size(), count, false, timeout_s, 5.0, budget);
       } catch (const Error& e) {
         why = e.what();
       }
@@ -754,32 +874,59 @@ void GradSync::prepare() {
 void GradSync::finish() {
   if (!shm_) return;
   torch::NoGradGuard no_grad;
-  // Each parameter's gradient sits in the segment in the parameter's own
-  // memory order (a transposed weight stays transposed: trainer.weight_layout),
-  // so both copies are straight copies, not transposes. Every rank lays its
-  // parameters out alike, so the slots line up element for element.
-  auto view = [](float* at, const torch::Tensor& p) {
-    return p.is_non_overlapping_and_dense() ? torch::from_blob(at, p.sizes(), p.strides(), torch::kFloat)
-                                            : torch::from_blob(at, p.sizes(), torch::kFloat);
-  };
-  float* slot = shm_->slot();
-  int64_t off = 0;
+  // The exchange's elements: each parameter's gradient in the parameter's
+  // own memory order (a transposed weight stays transposed:
+  // trainer.weight_layout), one parameter after another, so the copies are
+  // straight memory copies, not transposes. Every rank lays its parameters
+  // out alike, so the slots line up element for element. They go through the
+  // segment a chunk at a time (ShmAllreduce::chunk(): all of them unless many
+  // ranks share the host); each element is summed in the same order either way.
+  std::vector<torch::Tensor> in, out;  // dense, in the parameter's layout
+  in.reserve(params_.size());
+  out.reserve(params_.size());
   for (auto& p : params_) {
-    auto in = view(slot + off, p);
+    const bool dense = p.is_non_overlapping_and_dense();
+    auto laid_out = [&] {
+      return dense ? torch::empty_strided(p.sizes(), p.strides(), p.options())
+                   : torch::empty_like(p, at::MemoryFormat::Contiguous);
+    };
+    const auto fits = [&](const torch::Tensor& t) {
+      return t.defined() && t.scalar_type() == torch::kFloat && t.device().is_cpu() &&
+             (dense ? t.strides() == p.strides() && t.is_non_overlapping_and_dense() : t.is_contiguous());
+    };
     const torch::Tensor g = p.grad();
-    if (g.defined())
-      in.copy_(g);
+    if (fits(g))
+      in.push_back(g);
+    else if (g.defined())
+      in.push_back(laid_out().copy_(g));
     else
-      in.zero_();  // no gradient on this rank: it contributes zeros
-    off += p.numel();
+      in.push_back(laid_out().zero_());  // no gradient on this rank: it contributes zeros
+    if (!fits(g)) p.mutable_grad() = laid_out();
+    out.push_back(p.grad());
   }
-  shm_->run(1.0f / static_cast<float>(world_));
-  off = 0;
-  const float* result = shm_->result();
-  for (auto& p : params_) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::empty_like(p);
-    p.mutable_grad().copy_(view(const_cast<float*>(result + off), p));
-    off += p.numel();
+  // Copies elements [from, from + n) of the parameters' gradients to or from `at`.
+  auto copy = [](std::vector<torch::Tensor>& ts, size_t from, size_t n, float* at, bool to_segment) {
+    size_t off = 0;
+    for (const auto& t : ts) {
+      const size_t len = static_cast<size_t>(t.numel());
+      const size_t a = std::max(from, off), b = std::min(from + n, off + len);
+      if (a < b) {
+        float* mine = t.data_ptr<float>() + (a - off);
+        if (to_segment)
+          std::memcpy(at + (a - from), mine, (b - a) * sizeof(float));
+        else
+          std::memcpy(mine, at + (a - from), (b - a) * sizeof(float));
+      }
+      off += len;
+      if (off >= from + n) break;
+    }
+  };
+  const size_t count = shm_->count(), chunk = shm_->chunk();
+  for (size_t from = 0; from < count; from += chunk) {
+    const size_t n = std::min(chunk, count - from);
+    copy(in, from, n, shm_->slot(), true);
+    shm_->run(1.0f / static_cast<float>(world_), n);
+    copy(out, from, n, const_cast<float*>(shm_->result()), false);
   }
 }
 

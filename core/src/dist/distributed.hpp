@@ -51,14 +51,23 @@ class GANTRY_CORE_EXPORT ProcessGroup {
 
   /// Overwrites `tensors` with rank 0's values (coalesced into few messages).
   void broadcast(const std::vector<torch::Tensor>& tensors);
-  /// In-place sum / max over ranks.
+  /// In-place sum / max over ranks. A small CPU tensor (at most
+  /// kSmallAllreduceBytes: the stop agreement, metrics, flags) goes through a
+  /// recursive-doubling exchange over Gloo's send/recv, log2(N) rounds of one
+  /// message each way per rank, instead of Gloo's ring (2(N-1) messages one
+  /// after another per rank, whatever the size); every rank gets the same bits
+  /// (each round sums the same two operands on both sides). Larger or CUDA
+  /// tensors go through the backend's all-reduce.
   void allreduce_sum(torch::Tensor& t);
   void allreduce_max(torch::Tensor& t);
   /// Every rank's `t` (same shape everywhere), by rank.
   std::vector<torch::Tensor> allgather(const torch::Tensor& t);
   /// Starts a max all-reduce of `t` (which must stay alive) and returns the
-  /// function that waits for it.
+  /// function that waits for it. A small CPU tensor's exchange runs on one
+  /// thread of this group (started at the first call), beside the caller's
+  /// work and collectives.
   std::function<void()> allreduce_max_async(torch::Tensor& t);
+  static constexpr int64_t kSmallAllreduceBytes = 16 * 1024;
 
   c10::intrusive_ptr<c10d::ProcessGroup> group() const;
   /// 0, 1, 2, ...: ids that are the same on every rank when taken in the same order.
@@ -98,6 +107,11 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   /// Runs a collective; a failure (a rank died or hung) becomes one Error line.
   template <class F>
   void collective(const char* what, F&& f);
+  enum class Op { kSum, kMax };
+  bool small(const torch::Tensor& t) const;
+  /// The recursive-doubling all-reduce of a small CPU tensor; `seq` (taken
+  /// in call order, the same on every rank) keeps concurrent ones apart.
+  void tree_allreduce(torch::Tensor& t, Op op, uint32_t seq);
 
   DistEnv env_;
   std::chrono::milliseconds timeout_;
@@ -109,6 +123,9 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   std::atomic<int64_t> entered_{0};
   struct Heartbeat;
   std::unique_ptr<Heartbeat> heartbeat_;
+  std::atomic<uint32_t> small_seq_{0};
+  struct Worker;  // runs the async small all-reduces; ends (joined) before pg_ goes
+  std::unique_ptr<Worker> worker_;
 };
 
 /// Gradient averaging for one optimizer's parameters, one of two ways:

@@ -40,10 +40,17 @@ bool gone(int64_t pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) !=
 }  // namespace
 
 ShmAllreduce::ShmAllreduce(const std::string& name, int rank, int world, size_t count, bool create, double timeout_s,
-                           double stop_grace_s)
-    : name_(name), rank_(rank), world_(world), count_(count), timeout_s_(timeout_s), stop_grace_s_(stop_grace_s) {
+                           double stop_grace_s, size_t segment_budget)
+    : name_(name),
+      rank_(rank),
+      world_(world),
+      count_(count),
+      chunk_(std::min(count, std::max(kMinChunk, segment_budget / ((static_cast<size_t>(world) + 1) * sizeof(float))))),
+      timeout_s_(timeout_s),
+      stop_grace_s_(stop_grace_s) {
   static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counters need lock-free atomics");
-  bytes_ = header_bytes(world) + (static_cast<size_t>(world) + 1) * count * sizeof(float);
+  chunk_ = std::max<size_t>(chunk_, 1);
+  bytes_ = header_bytes(world) + (static_cast<size_t>(world) + 1) * chunk_ * sizeof(float);
   const int fd =
       create ? ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600) : ::shm_open(name.c_str(), O_RDWR, 0);
   if (fd < 0)
@@ -137,22 +144,23 @@ bool ShmAllreduce::barrier(const char* what) {
   }
 }
 
-void ShmAllreduce::run(float scale) {
+void ShmAllreduce::run(float scale, size_t n) {
+  n = std::min(n, chunk_);
   // Last at either barrier: the others waited for this rank's gradients, or
   // for its share of the sums (it was frozen after it arrived).
   bool last = barrier("every rank's gradients written");
-  // This rank sums chunk [lo, hi) of every slot into the result.
-  const size_t per = (count_ + static_cast<size_t>(world_) - 1) / static_cast<size_t>(world_);
-  const size_t lo = std::min(count_, per * static_cast<size_t>(rank_)), hi = std::min(count_, lo + per);
-  float* out = data_ + static_cast<size_t>(world_) * count_;
+  // This rank sums elements [lo, hi) of every slot into the result.
+  const size_t per = (n + static_cast<size_t>(world_) - 1) / static_cast<size_t>(world_);
+  const size_t lo = std::min(n, per * static_cast<size_t>(rank_)), hi = std::min(n, lo + per);
+  float* out = data_ + static_cast<size_t>(world_) * chunk_;
   const float* s0 = data_;
   if (world_ == 2) {
-    const float* s1 = data_ + count_;
+    const float* s1 = data_ + chunk_;
     for (size_t i = lo; i < hi; ++i) out[i] = (s0[i] + s1[i]) * scale;
   } else {
     for (size_t i = lo; i < hi; ++i) {
       float sum = s0[i];
-      for (int r = 1; r < world_; ++r) sum += data_[static_cast<size_t>(r) * count_ + i];
+      for (int r = 1; r < world_; ++r) sum += data_[static_cast<size_t>(r) * chunk_ + i];
       out[i] = sum * scale;
     }
   }

@@ -497,6 +497,8 @@ void print_error(const std::string& text) {
 
 }  // namespace
 
+int free_local_port() { return gantry::free_local_port(); }
+
 std::string file_limit_for_ranks(int world_size) {
   raise_file_limit();
   return world_size > 1 ? check_file_limit(0, world_size) : "";
