@@ -85,87 +85,90 @@ step_ms() {  # out_dir first last: mean wall time of a step between two metrics 
     END { if (c && t1 > t0) printf "%.0f", 1000 * (t1 - t0) / (b - a); else print "?" }' "$1/gan_128gpu/latest/metrics.csv"
 }
 
-# --- train: preempted, requeued, resumed, bit-identical ---------------------
-t0=$(now)
-job=$(submit "$work/train" trainer.max_steps="$steps" checkpoint.every_n_steps=100000 trainer.dist_timeout=120)
-[[ -n $job ]] || fail "gantry submit printed no job id"
-wait_rows "$work/train" 1 || fail "no training step within 600 s ($(cat "$work"/train/gan_128gpu/slurm-*.out | tail -5))"
-row "$ranks ranks: submit to the first step" "$(since "$t0") s"
-wait_rows "$work/train" $((steps / 2)) || fail "training stalled"
-"$in" scancel --signal=USR1 "$job"
-wait_end "$job" 900 || fail "job $job did not end"
-log=$(ls "$work"/train/gan_128gpu/slurm-*.out)
-[[ $(state "$job" JobState) == COMPLETED && $(state "$job" Restarts) == 1 ]] ||
-  { tail -40 "$log"; fail "job $job: $(state "$job" JobState), restarts $(state "$job" Restarts)"; }
-grep -q "on $(sed -n 's/^NodeName=\([a-z]*\).*/\1/p' "$cluster/slurm.conf" | first)\[" "$log" || fail "no node list in $log"
-grep -q "requeued SLURM job $job" "$log" || fail "no requeue line"
-grep -q "resume: .*checkpoints/step_" "$log" || fail "no resume line"
-grep -q "done at step $steps" "$log" || fail "not done at step $steps"
-grep -q "replicas bit-identical across $ranks ranks" "$log" || fail "no bit-identical replicas line"
-cut -d, -f1 "$work"/train/gan_128gpu/latest/metrics.csv | tail -n +2 > "$work/steps.txt"
-sort -n -c -u "$work/steps.txt" || fail "a metrics step twice"
-for s in $(seq "$steps"); do grep -qx "$s" "$work/steps.txt" || fail "metrics step $s missing"; done
-resumed_at=$(sed -n 's/.*resume: .*checkpoints\/step_0*\([0-9]*\)\.ckpt.*/\1/p' "$log" | first)
-row "preempted (USR1), requeued, resumed" "at step $resumed_at, done at step $steps in $(since "$t0") s, replicas bit-identical"
-ckpt=$(ls "$work"/train/gan_128gpu/latest/checkpoints/step_*.ckpt | tail -1)
-
-# A run that trains until a fault ends it, on node N: sets first/last (its
-# ranks), name, ns, job and log once it has trained 3 steps.
-fault_run() {  # label node
-  local node=$2
-  first=$(((node - 1) * tasks)) last=$((node * tasks - 1))
-  name=$(node_name "$node") ns=$(node_ns "$node")
-  job=$(submit "$work/$1" trainer.max_steps=100000 checkpoint.every_n_steps=100000 trainer.dist_timeout=$timeout_s)
-  wait_rows "$work/$1" 3 || fail "$1 run: no training"
-  log=$(ls "$work/$1"/gan_128gpu/slurm-*.out)
+# ONLY=slow (bench/slurm_scale.sh) runs the slow link alone.
+if [[ ${ONLY:-} != slow ]]; then
+  # --- train: preempted, requeued, resumed, bit-identical ---------------------
   t0=$(now)
-}
+  job=$(submit "$work/train" trainer.max_steps="$steps" checkpoint.every_n_steps=100000 trainer.dist_timeout=120)
+  [[ -n $job ]] || fail "gantry submit printed no job id"
+  wait_rows "$work/train" 1 || fail "no training step within 600 s ($(cat "$work"/train/gan_128gpu/slurm-*.out | tail -5))"
+  row "$ranks ranks: submit to the first step" "$(since "$t0") s"
+  wait_rows "$work/train" $((steps / 2)) || fail "training stalled"
+  "$in" scancel --signal=USR1 "$job"
+  wait_end "$job" 900 || fail "job $job did not end"
+  log=$(ls "$work"/train/gan_128gpu/slurm-*.out)
+  [[ $(state "$job" JobState) == COMPLETED && $(state "$job" Restarts) == 1 ]] ||
+    { tail -40 "$log"; fail "job $job: $(state "$job" JobState), restarts $(state "$job" Restarts)"; }
+  grep -q "on $(sed -n 's/^NodeName=\([a-z]*\).*/\1/p' "$cluster/slurm.conf" | first)\[" "$log" || fail "no node list in $log"
+  grep -q "requeued SLURM job $job" "$log" || fail "no requeue line"
+  grep -q "resume: .*checkpoints/step_" "$log" || fail "no resume line"
+  grep -q "done at step $steps" "$log" || fail "not done at step $steps"
+  grep -q "replicas bit-identical across $ranks ranks" "$log" || fail "no bit-identical replicas line"
+  cut -d, -f1 "$work"/train/gan_128gpu/latest/metrics.csv | tail -n +2 > "$work/steps.txt"
+  sort -n -c -u "$work/steps.txt" || fail "a metrics step twice"
+  for s in $(seq "$steps"); do grep -qx "$s" "$work/steps.txt" || fail "metrics step $s missing"; done
+  resumed_at=$(sed -n 's/.*resume: .*checkpoints\/step_0*\([0-9]*\)\.ckpt.*/\1/p' "$log" | first)
+  row "preempted (USR1), requeued, resumed" "at step $resumed_at, done at step $steps in $(since "$t0") s, replicas bit-identical"
+  ckpt=$(ls "$work"/train/gan_128gpu/latest/checkpoints/step_*.ckpt | tail -1)
 
-# --- partition: one node's link down ----------------------------------------
-fault_run part $(((nodes + 1) / 2))
-ip -n "$ctl" link set "v$name" down
-named="$name (ranks $first-$last, all $tasks of its ranks) stopped responding"
-((tasks < 3)) && named="$name (ranks $first, $last, all $tasks of its ranks) stopped responding"
-end=$(($(date +%s) + 2 * timeout_s + 40))
-until grep -qF "$named" "$log"; do
-  (($(date +%s) < end)) || { tail -20 "$log"; fail "the cut-off node was not named: '$named'"; }
-  sleep 0.2
-done
-t_named=$(since "$t0")
-# Every rank ends: the others with that line, the cut-off ones on their own
-# (their rank 0 is out of reach); none hangs past the timeout.
-alive=1
-while ((alive)) && (($(date +%s) < end)); do
-  alive=0
-  for i in $(seq "$nodes"); do [[ -n $(gantry_pids "$(node_ns "$i")") ]] && alive=1; done
-  sleep 0.2
-done
-t_ended=$(since "$t0")
-((alive == 0)) || { ps aux | grep "[g]antry train" | head; fail "ranks still running $t_ended s after the cut"; }
-grep -m1 -F "$named" "$log"
-ip -n "$ctl" link set "v$name" up
-"$in" scancel "$job" 2>/dev/null || true
-wait_end "$job" 120 || true
-"$in" scontrol update nodename="$name" state=resume 2>/dev/null || true
-row "partition ($name's link down, dist_timeout $timeout_s s)" "named after $t_named s; every rank ended after $t_ended s"
+  # A run that trains until a fault ends it, on node N: sets first/last (its
+  # ranks), name, ns, job and log once it has trained 3 steps.
+  fault_run() {  # label node
+    local node=$2
+    first=$(((node - 1) * tasks)) last=$((node * tasks - 1))
+    name=$(node_name "$node") ns=$(node_ns "$node")
+    job=$(submit "$work/$1" trainer.max_steps=100000 checkpoint.every_n_steps=100000 trainer.dist_timeout=$timeout_s)
+    wait_rows "$work/$1" 3 || fail "$1 run: no training"
+    log=$(ls "$work/$1"/gan_128gpu/slurm-*.out)
+    t0=$(now)
+  }
 
-# --- resize: the checkpoint at 1 node -----------------------------------------
-resume_at() {  # label nodes
-  local n=$2 out=$work/resize-$2 t0 job log
-  t0=$(now)
-  job=$(job_nodes=$n submit "$out" trainer.max_steps=$((steps + 2)) data.keep_batch=global \
-    trainer.resume="$ckpt" checkpoint.every_n_steps=100000 trainer.dist_timeout=120)
-  wait_end "$job" 900 || fail "resize to $n nodes: job did not end"
-  log=$(ls "$work"/train/gan_128gpu/slurm-"$job".out 2>/dev/null || ls "$out"/gan_128gpu/slurm-*.out)
-  grep -q "resize: $ranks ranks -> $((n * tasks)): data.keep_batch global keeps the global batch $((8 * ranks))" "$log" ||
-    { tail -20 "$log"; fail "no resize line at $n nodes"; }
-  grep -q "resize: epoch 0 goes on from sample" "$log" || fail "no resize sample line"
-  grep -q "done at step $((steps + 2))" "$log" || { tail -20 "$log"; fail "resize to $n nodes: not done"; }
-  row "$1: resume at $((n * tasks)) ranks" "$(grep -o "data.batch_size [0-9]* -> [0-9]* per rank" "$log" | first); $(grep -o "epoch 0 goes on from sample [0-9]* of [0-9]*" "$log" | first); done in $(since "$t0") s"
-}
-resume_at resize 1
+  # --- partition: one node's link down ----------------------------------------
+  fault_run part $(((nodes + 1) / 2))
+  ip -n "$ctl" link set "v$name" down
+  named="$name (ranks $first-$last, all $tasks of its ranks) stopped responding"
+  ((tasks < 3)) && named="$name (ranks $first, $last, all $tasks of its ranks) stopped responding"
+  end=$(($(date +%s) + 2 * timeout_s + 40))
+  until grep -qF "$named" "$log"; do
+    (($(date +%s) < end)) || { tail -20 "$log"; fail "the cut-off node was not named: '$named'"; }
+    sleep 0.2
+  done
+  t_named=$(since "$t0")
+  # Every rank ends: the others with that line, the cut-off ones on their own
+  # (their rank 0 is out of reach); none hangs past the timeout.
+  alive=1
+  while ((alive)) && (($(date +%s) < end)); do
+    alive=0
+    for i in $(seq "$nodes"); do [[ -n $(gantry_pids "$(node_ns "$i")") ]] && alive=1; done
+    sleep 0.2
+  done
+  t_ended=$(since "$t0")
+  ((alive == 0)) || { ps aux | grep "[g]antry train" | head; fail "ranks still running $t_ended s after the cut"; }
+  grep -m1 -F "$named" "$log"
+  ip -n "$ctl" link set "v$name" up
+  "$in" scancel "$job" 2>/dev/null || true
+  wait_end "$job" 120 || true
+  "$in" scontrol update nodename="$name" state=resume 2>/dev/null || true
+  row "partition ($name's link down, dist_timeout $timeout_s s)" "named after $t_named s; every rank ended after $t_ended s"
 
-if ((full)); then
+  # --- resize: the checkpoint at 1 node -----------------------------------------
+  resume_at() {  # label nodes
+    local n=$2 out=$work/resize-$2 t0 job log
+    t0=$(now)
+    job=$(job_nodes=$n submit "$out" trainer.max_steps=$((steps + 2)) data.keep_batch=global \
+      trainer.resume="$ckpt" checkpoint.every_n_steps=100000 trainer.dist_timeout=120)
+    wait_end "$job" 900 || fail "resize to $n nodes: job did not end"
+    log=$(ls "$work"/train/gan_128gpu/slurm-"$job".out 2>/dev/null || ls "$out"/gan_128gpu/slurm-*.out)
+    grep -q "resize: $ranks ranks -> $((n * tasks)): data.keep_batch global keeps the global batch $((8 * ranks))" "$log" ||
+      { tail -20 "$log"; fail "no resize line at $n nodes"; }
+    grep -q "resize: epoch 0 goes on from sample" "$log" || fail "no resize sample line"
+    grep -q "done at step $((steps + 2))" "$log" || { tail -20 "$log"; fail "resize to $n nodes: not done"; }
+    row "$1: resume at $((n * tasks)) ranks" "$(grep -o "data.batch_size [0-9]* -> [0-9]* per rank" "$log" | first); $(grep -o "epoch 0 goes on from sample [0-9]* of [0-9]*" "$log" | first); done in $(since "$t0") s"
+  }
+  resume_at resize 1
+fi
+
+if ((full)) && [[ ${ONLY:-} != slow ]]; then
   ((nodes >= 4)) && resume_at half $((nodes / 2))
   # --- dead: one node's ranks killed ------------------------------------------
   fault_run dead $((nodes / 4 + 1))
@@ -175,6 +178,8 @@ if ((full)); then
   line=$(grep -m1 -o "[^:]*stopped responding[^)]*)" "$log" || grep -m1 "Connection closed\|exited" "$log" || true)
   row "dead node ($name's $tasks ranks SIGKILLed)" "job ended after $t_end s ($(state "$job" JobState)); first verdict: ${line:-none}"
   "$in" scontrol update nodename="$name" state=resume 2>/dev/null || true
+fi
+if ((full)) || [[ ${ONLY:-} == slow ]]; then
   # --- slow: one node's link slowed -------------------------------------------
   slow_node=$((nodes - 1))
   name=$(node_name "$slow_node")
