@@ -27,8 +27,11 @@ run=runs/gan_fashion_mnist/latest
 for _ in $(seq 1800); do [[ -s $run/images/generated_0000000.png ]] && break; sleep 0.1; done
 [[ -s $run/images/generated_0000000.png ]] || { tail -n 20 launch.log; exit 1; }
 echo "trains: $(grep -m1 'ranks, master' launch.log)"
+# A rank forked by the launcher is named "gantry rank N" (its environ is the
+# launcher's); one it exec'd (GANTRY_LAUNCH_EXEC=1) has RANK=N in its environ.
 pid=$(for p in $(pgrep -P $launch); do
-  tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$slow" && echo "$p"
+  { [[ $(cat /proc/$p/comm 2>/dev/null) == "gantry rank $slow" ]] ||
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "RANK=$slow"; } && echo "$p"
 done | head -n 1 || true)
 [[ -n $pid ]] || { echo "rank $slow not found"; exit 1; }
 (while kill -STOP "$pid" 2>/dev/null; do sleep "${STOP_S:-0.9}"; kill -CONT "$pid"; sleep "${CONT_S:-0.1}"; done) &

@@ -76,8 +76,10 @@ def torchrun(n):
     return f"{float(m[1]) - start:.1f}", f"{peak[0] / 1024:.2f}"
 
 def ranks_of(launcher):
+    """The launcher and its ranks: forked ranks share the launcher's LibTorch pages, so PSS splits them across
+    all of these; the launcher's share counts too."""
     try:
-        return [int(x) for x in open(f"/proc/{launcher}/task/{launcher}/children").read().split()]
+        return [launcher] + [int(x) for x in open(f"/proc/{launcher}/task/{launcher}/children").read().split()]
     except OSError:
         return []
 

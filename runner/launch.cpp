@@ -2,7 +2,9 @@
 // like torchrun. Starts N `gantry train` processes with RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set, prefixes each
 // line they print with its rank, forwards SIGINT/SIGTERM once, and when a rank
-// fails stops the others and exits with that rank's code.
+// fails stops the others and exits with that rank's code. A CPU job's ranks are
+// forked from the launcher without exec (LaunchOptions::train_in_child): they
+// share its copy of LibTorch's relocated pages instead of one each.
 #include "launch.hpp"
 
 #include <fcntl.h>
@@ -11,6 +13,8 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <dirent.h>
 
 #include <algorithm>
 #include <atomic>
@@ -84,6 +88,17 @@ std::string describe_status(int code) {
   return "exited with code " + std::to_string(code);
 }
 
+// The threads of this process: a child forked without exec keeps only the
+// one that forked, so any other (and a lock it held) would be lost in it.
+int thread_count() {
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return -1;
+  int n = 0;
+  while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
 }  // namespace
 
 void exec_train(const std::string& gantry_exe, const std::string& config, const std::vector<std::string>& args) {
@@ -125,6 +140,11 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
   std::string report_partial;
   std::map<int, std::string> named;  // rank -> "rank 0: <its verdict>"
 
+  const char* force_exec = std::getenv("GANTRY_LAUNCH_EXEC");
+  const bool in_child =
+      opt.train_in_child && !(force_exec && *force_exec && std::string(force_exec) != "0") && thread_count() == 1;
+  std::fflush(nullptr);  // nothing buffered here is printed again by every child
+
   std::vector<Child> children(n);
   for (int r = 0; r < n; ++r) {
     int fds[2];
@@ -156,6 +176,25 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
       ::setenv("GROUP_RANK", "0", 1);
       ::setenv("MASTER_ADDR", addr.c_str(), 1);
       ::setenv("MASTER_PORT", port.c_str(), 1);
+      if (in_child) {
+        // What exec would have closed (every descriptor here is O_CLOEXEC) and
+        // reset: the other ranks' pipes, the launcher's ends of this one's and
+        // of the report pipe, the launcher's signal handlers (its SIGPIPE
+        // ignore stays, as it would across exec).
+        for (int k = 0; k < r; ++k) ::close(children[k].fd);
+        ::close(fds[0]);
+        if (fds[1] > 3) ::close(fds[1]);
+        if (report[0] > 3) ::close(report[0]);
+        if (report[1] > 3) ::close(report[1]);
+        for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGHUP}) ::signal(sig, SIG_DFL);
+        // Its command line and /proc/PID/environ stay the launcher's (setenv
+        // does not rewrite them): ps, top and pgrep tell the ranks apart by
+        // this name (15 characters at most).
+        char name[16];
+        std::snprintf(name, sizeof name, r < 1000 ? "gantry rank %d" : "gantry r%d", r);
+        ::prctl(PR_SET_NAME, name);
+        std::exit(opt.train_in_child(config, overrides));  // as main's return: stdio flushed, destructors run
+      }
       exec_train(opt.gantry_exe, config, overrides);
       std::fprintf(stderr, "gantry launch: cannot run %s: %s\n", opt.gantry_exe.c_str(), std::strerror(errno));
       ::_exit(127);
@@ -167,7 +206,10 @@ int launch(int n, const std::string& config, std::vector<std::string> overrides,
     children[r].fd = fds[0];
   }
   if (report[1] >= 0) ::close(report[1]);
-  std::printf("gantry launch: %d ranks, master %s:%s\n", n, addr.c_str(), port.c_str());
+  std::printf("gantry launch: %d ranks, master %s:%s%s\n", n, addr.c_str(), port.c_str(),
+              in_child             ? ""
+              : opt.train_in_child ? " (each rank execs gantry train)"
+                                   : "");
   std::fflush(stdout);
 
   int first_failed = -1;

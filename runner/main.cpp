@@ -146,6 +146,14 @@ int main(int argc, char** argv) {
         throw Error("gantry launch -n " + std::to_string(nproc) + ": " + short_of);
       LaunchOptions lo;
       lo.gantry_exe = boost::dll::program_location().string();
+      // A CPU job's ranks are forked from here without exec and share this
+      // process's LibTorch pages (docs/scaling.md). A CUDA job's exec: this
+      // process never initializes CUDA, so a fork would be allowed, but that
+      // has not run on a GPU yet.
+      if (!job.cuda)
+        lo.train_in_child = [](const std::string& cfg, const std::vector<std::string>& args) {
+          return engine::run_command([&] { return engine::train(cfg, args); });
+        };
       return launch(nproc, config, overrides, lo);
     }
     if (*validate) return engine::validate(config, overrides);

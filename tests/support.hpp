@@ -125,7 +125,9 @@ inline void expect_same_weights(const std::string& a, const std::string& b) {
     EXPECT_TRUE(torch::equal(e.value().toTensor(), sb.at(e.key()).toTensor())) << e.key().toStringRef();
 }
 
-/// Direct children of `parent` (from /proc), with their environment's RANK or -1.
+/// Direct children of `parent` (from /proc), with their rank or -1: the
+/// environment's RANK, or a rank forked by `gantry launch` without exec (its
+/// environ is the launcher's) by its name, "gantry rank N".
 inline std::vector<std::pair<pid_t, int>> children_of(pid_t parent) {
   std::vector<std::pair<pid_t, int>> out;
   for (const auto& e : fs::directory_iterator("/proc")) {
@@ -140,6 +142,10 @@ inline std::vector<std::pair<pid_t, int>> children_of(pid_t parent) {
     int rank = -1;
     const auto at = ("\n" + env).find("\nRANK=");
     if (at != std::string::npos) rank = std::atoi(env.c_str() + at + 5);
+    int named = -1;
+    if (std::sscanf(read_text((e.path() / "comm").string()).c_str(), "gantry rank %d", &named) == 1 ||
+        std::sscanf(read_text((e.path() / "comm").string()).c_str(), "gantry r%d", &named) == 1)
+      rank = named;
     out.emplace_back(std::stoi(e.path().filename()), rank);
   }
   return out;
