@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <sstream>
 #include <cstdlib>
@@ -145,6 +146,9 @@ struct ProcessGroup::Heartbeat {
     std::mutex m;
     std::condition_variable cv;
     bool stop = false, done = false;
+    /// When the request in flight began (steady clock, ns; 0: none): one
+    /// that has waited for seconds means the store does not answer this rank.
+    std::atomic<int64_t> asking_since{0};
   };
   std::shared_ptr<State> st = std::make_shared<State>();
   std::thread thread;
@@ -168,11 +172,13 @@ struct ProcessGroup::Heartbeat {
             if (st->stop) break;
             now = entered->load(std::memory_order_relaxed);  // the group lives while !stop
           }
+          st->asking_since.store(std::chrono::steady_clock::now().time_since_epoch().count());
           st->store->add(beat, 1);
           if (now != published) {
             st->store->add(progress, now - published);
             published = now;
           }
+          st->asking_since.store(0);
           std::unique_lock<std::mutex> lock(st->m);
           if (st->cv.wait_for(lock, std::chrono::milliseconds(500), [&] { return st->stop; })) break;
         }
@@ -281,6 +287,21 @@ std::string ProcessGroup::silent_ranks() {
   std::vector<int> named;
   std::string verdict;
   auto bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+  if (heartbeat_ && env_.rank != 0) {
+    // The heartbeat's request has waited for seconds: asking the store now
+    // would block as long (its socket's timeout is the group's, and
+    // setTimeout bounds only waits), doubling the time a cut-off node's
+    // ranks take to end.
+    const int64_t since = heartbeat_->st->asking_since.load();
+    const double waited = since == 0
+                              ? 0
+                              : std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch() -
+                                                              std::chrono::steady_clock::duration(since))
+                                    .count();
+    if (waited >= 5)
+      return "rank 0 stopped responding (its rendezvous store has not answered this rank's heartbeat for " +
+             std::to_string(int(waited)) + " s: rank 0 is stopped or hung, or this rank's node is cut off from it)";
+  }
   try {
     store_->setTimeout(std::chrono::seconds(2));
     if (store_->check({"gantry/verdict"})) {  // another rank judged already: "1,5|text"
