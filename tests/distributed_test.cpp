@@ -166,13 +166,16 @@ TEST(Distributed, LaunchTwoRanksTrainsTheGanAndOnlyRankZeroWrites) {
   ASSERT_EQ(ranks.size(), 3u) << gantry::test::read_text((run / "ranks.csv").string());
   EXPECT_EQ(ranks[0],
             "rank,host,step,samples_per_s,rss_mib,wall_time,step_ms,data_ms,compute_ms,comm_ms,optimizer_ms,other_ms,"
-            "busy_ms,cpu_pct,gpu_util_pct,gpu_mem_mib,gpu_power_w,straggler,last_pct");
+            "busy_ms,cpu_pct,gpu_util_pct,gpu_mem_mib,gpu_power_w,straggler,last_pct,link_ms");
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(ranks[1 + r].rfind(std::to_string(r) + ",", 0), 0u) << ranks[1 + r];
     EXPECT_NE(ranks[1 + r].find(",40,"), std::string::npos) << ranks[1 + r];
     // The final record keeps the last measured rate (it once said 0.0).
     const auto cells = gantry::test::split(ranks[1 + r], ',');
-    ASSERT_EQ(cells.size(), 19u) << ranks[1 + r];
+    ASSERT_EQ(cells.size(), 20u) << ranks[1 + r];
+    // The heartbeat's round trip to rank 0's store, over loopback: measured, short.
+    EXPECT_GE(std::stod(cells[19]), 0.0) << "link_ms: " << ranks[1 + r];
+    EXPECT_LT(std::stod(cells[19]), 1000.0) << "link_ms: " << ranks[1 + r];
     EXPECT_GT(std::stod(cells[3]), 0.0) << ranks[1 + r];
     // Where the step went (ms per step): every part measured, the parts add up
     // to the step (other is the rest), busy = step - comm; no GPU here.
@@ -1109,6 +1112,43 @@ TEST(Straggler, AboveTheFactorForSeveralRowsNamesTheRankOrItsHost) {
   EXPECT_TRUE(two.update(pair, 1).empty());
 }
 
+// A slow link: every rank waits as long for it (the same busy times), but
+// the heartbeat's round trip to rank 0's store of the node behind it is long.
+// The node is named for its link once its round trip is `factor` x the
+// others' median and 20 ms above it for `intervals` rows; a few ms above a
+// sub-millisecond median is a loaded host's scheduling, not a link.
+TEST(Straggler, ANodeWhoseRoundTripToRankZeroIsLongHasASlowLink) {
+  auto job = [](double node03_ms, double others_ms) {
+    std::vector<wire::RankStatus> all;
+    for (uint32_t r = 0; r < 12; ++r) {
+      all.push_back(busy_rank(r, r < 4 ? "node01" : r < 8 ? "node02" : "node03", 10));
+      all.back().link_ms = r < 4 ? 0.05 : r < 8 ? others_ms : node03_ms;
+    }
+    return all;
+  };
+  StragglerWatch watch(2.0, 2);
+  auto all = job(201, 0.4);
+  EXPECT_TRUE(watch.update(all, 10).empty());
+  all = job(203, 0.3);
+  EXPECT_EQ(watch.update(all, 20),
+            std::vector<std::string>{"node03 (ranks 8-11) has a slow link: a round trip to rank 0 takes 203 ms (the "
+                                     "others' median 0.3 ms)"});
+  for (const auto& st : all) EXPECT_EQ(st.straggler, st.rank >= 8) << st.rank;
+  all = job(0.5, 0.4);
+  EXPECT_EQ(watch.update(all, 30).size(), 4u);  // each of its ranks: no longer
+  for (const auto& st : all) EXPECT_FALSE(st.straggler) << st.rank;
+
+  StragglerWatch quiet(2.0, 1);
+  all = job(12, 0.4);  // 30x, but 11.6 ms: scheduling on a loaded host
+  EXPECT_TRUE(quiet.update(all, 1).empty());
+  all = job(60, 45);  // 20 ms more, but under 2x: every link is slow
+  EXPECT_TRUE(quiet.update(all, 2).empty());
+  all = job(300, 0.4);
+  for (auto& st : all) st.link_ms = st.rank == 9 ? 300 : -1;  // only rank 9 measured: nobody to compare with
+  EXPECT_TRUE(quiet.update(all, 3).empty());
+  EXPECT_EQ(quiet.summary(), "none");
+}
+
 // One rank of 4 sleeps 40 ms in each training_step (a test plugin's knob):
 // rank 0 names it, with where its time went, in a line, in ranks.csv and at
 // the end; the others wait for it in the gradient all-reduce (their comm).
@@ -1137,7 +1177,7 @@ TEST(Distributed, ASlowRankIsNamedAsAStraggler) {
   ASSERT_EQ(rows.size(), 5u);
   for (int rank = 0; rank < 4; ++rank) {
     const auto cells = gantry::test::split(rows[1 + rank], ',');
-    ASSERT_EQ(cells.size(), 19u) << rows[1 + rank];
+    ASSERT_EQ(cells.size(), 20u) << rows[1 + rank];
     EXPECT_EQ(cells[17], rank == 2 ? "1" : "0") << rows[1 + rank];
     const double comm = std::stod(cells[9]), busy = std::stod(cells[12]);
     if (rank == 2) {

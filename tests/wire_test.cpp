@@ -30,6 +30,7 @@ std::vector<wire::Message> every_message() {
   status.gpu_power_w = 301.5;
   status.straggler = true;
   status.last_pct = 87.5;
+  status.link_ms = 0.25;
   wire::Scalars scalars;
   scalars.points = {{10, 1.7e9 + 1, "g_loss", 0.75}, {10, 1.7e9 + 1, "d_loss", std::nan("")}};
   return {{0, wire::Hello{1, "s3cret", 41}},
@@ -92,11 +93,16 @@ TEST(Wire, ARankStatusWithoutItsStepPartsDecodesThemAsUnknown) {
   EXPECT_EQ(full.busy_ms(), 35);
   EXPECT_TRUE(full.straggler);
   EXPECT_EQ(full.last_pct, 87.5);
+  EXPECT_EQ(full.link_ms, 0.25);
   auto cut = [](std::string& f, size_t bytes) {  // drops the last fields, as an older writer's frame
     f.resize(f.size() - bytes);
     const uint32_t len = static_cast<uint32_t>(f.size() - 16);
     std::memcpy(&f[12], &len, 4);
   };
+  cut(frame, 8);  // a writer from before link_ms
+  const auto no_link = std::get<wire::RankStatus>(wire::decode(frame).payload);
+  EXPECT_EQ(no_link.link_ms, -1);
+  EXPECT_EQ(no_link.last_pct, 87.5);
   cut(frame, 8);  // a writer from before last_pct
   const auto no_last = std::get<wire::RankStatus>(wire::decode(frame).payload);
   EXPECT_EQ(no_last.last_pct, -1);

@@ -3,7 +3,7 @@
 // except (docs/protocol.md, compatibility) a payload without a later-appended
 // optional field, which re-encodes with the field's default (RunInfo's
 // total_steps: 8 bytes; RankStatus's step parts, CPU, GPU and straggler flag:
-// 81 bytes, all or none, then last_pct: 8), and a payload
+// 81 bytes, all or none, then last_pct: 8, then link_ms: 8), and a payload
 // with bytes after the fields this reader knows (a newer writer's appended
 // fields), which re-encodes to the known prefix. That re-encoding must then be
 // a fixed point (decode(encode(m)) encodes to the same bytes again).
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                 again.compare(16, size - 16, reinterpret_cast<const char*>(data) + 16, size - 16) == 0;
     const bool older_rank_status =
         std::holds_alternative<gantry::wire::RankStatus>(m.payload) &&
-        (again.size() == size + 89 || again.size() == size + 8) &&
+        (again.size() == size + 97 || again.size() == size + 16 || again.size() == size + 8) &&
         again.compare(16, size - 16, reinterpret_cast<const char*>(data) + 16, size - 16) == 0;
     const auto* in = reinterpret_cast<const char*>(data);
     const bool appended_skipped = again.size() < size && again.compare(0, 12, in, 12) == 0 &&

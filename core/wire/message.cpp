@@ -119,6 +119,7 @@ void put(Writer& w, const RankStatus& m) {
     w.f64(v);
   w.u8(m.straggler ? 1 : 0);
   w.f64(m.last_pct);
+  w.f64(m.link_ms);
 }
 void put(Writer& w, const Event& m) {
   w.str(m.kind);
@@ -201,6 +202,7 @@ Payload get_payload(uint8_t type, Reader& r) {
         if (straggler > 1) throw WireError("RankStatus.straggler is " + std::to_string(straggler) + " (0 or 1)");
         m.straggler = straggler == 1;
         if (!r.at_end()) m.last_pct = r.f64("RankStatus.last_pct");
+        if (!r.at_end()) m.link_ms = r.f64("RankStatus.link_ms");
       }
       r.skip_appended();
       return m;

@@ -97,6 +97,10 @@ struct RankStatus {
   /// came last, after every other rank, to either of the exchange's two
   /// barriers (-1: none, or not measured).
   double last_pct = -1;
+  /// Appended after last_pct (optional): the median round trip, in ms, of
+  /// this rank's last 8 heartbeat requests to rank 0's store (~4 s): its
+  /// link to rank 0's node (-1: not measured).
+  double link_ms = -1;
   /// Busy time (step_ms - comm_ms), -1 when unknown.
   double busy_ms() const { return step_ms < 0 || comm_ms < 0 ? -1 : step_ms - comm_ms; }
 };

@@ -127,6 +127,7 @@ std::string rank_detail(const RankCell& c) {
     if (c.ratio >= 0) t += " (" + fixed(c.ratio, 1) + "x the median)";
   }
   if (s.last_pct >= 0) t += "; last at " + fixed(s.last_pct, 0) + "% of the exchanges";
+  if (s.link_ms >= 0) t += "; round trip to rank 0 " + fixed(s.link_ms, 1) + " ms";
   if (s.cpu_pct >= 0) t += "; CPU " + fixed(s.cpu_pct, 0) + "%";
   t += "; RSS " + fixed(s.rss_mib, 0) + " MiB";
   if (s.gpu_util_pct >= 0 || s.gpu_mem_mib >= 0)

@@ -149,6 +149,8 @@ struct ProcessGroup::Heartbeat {
     /// When the request in flight began (steady clock, ns; 0: none): one
     /// that has waited for seconds means the store does not answer this rank.
     std::atomic<int64_t> asking_since{0};
+    static constexpr size_t kKept = 8;  ///< round trips kept: ~4 s of beats
+    std::deque<double> round_trips_ms;  ///< the last kKept beats' (under m)
   };
   std::shared_ptr<State> st = std::make_shared<State>();
   std::thread thread;
@@ -172,8 +174,15 @@ struct ProcessGroup::Heartbeat {
             if (st->stop) break;
             now = entered->load(std::memory_order_relaxed);  // the group lives while !stop
           }
-          st->asking_since.store(std::chrono::steady_clock::now().time_since_epoch().count());
+          const auto asked = std::chrono::steady_clock::now();
+          st->asking_since.store(asked.time_since_epoch().count());
           st->store->add(beat, 1);
+          {
+            std::lock_guard<std::mutex> lock(st->m);
+            st->round_trips_ms.push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - asked).count());
+            if (st->round_trips_ms.size() > State::kKept) st->round_trips_ms.pop_front();
+          }
           if (now != published) {
             st->store->add(progress, now - published);
             published = now;
@@ -279,6 +288,19 @@ void report_to_launcher(const std::vector<int>& ranks, int me, const std::string
 }
 
 }  // namespace
+
+double ProcessGroup::store_round_trip_ms() {
+  if (!heartbeat_) return -1;
+  Heartbeat::State& st = *heartbeat_->st;
+  std::vector<double> v;
+  {
+    std::lock_guard<std::mutex> lock(st.m);
+    v.assign(st.round_trips_ms.begin(), st.round_trips_ms.end());
+  }
+  if (v.empty()) return -1;
+  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
 
 std::string ProcessGroup::silent_ranks() {
   if (env_.world_size < 2) return "";

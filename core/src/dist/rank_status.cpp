@@ -41,6 +41,11 @@ double cpu_seconds() {  // this process's, user + system, every thread
 // machine differ by more than 2x from scheduling alone.
 constexpr double kMinExcessMs = 1.0;
 
+// A link is slow when its round trip to rank 0's store is `factor` x the
+// other ranks' median and at least this much above it: below, a loaded host's
+// scheduling (128 ranks on 2 cores here: a few ms) rather than the wire.
+constexpr double kMinLinkExcessMs = 20.0;
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   const size_t mid = v.size() / 2;
@@ -90,26 +95,37 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
     uint32_t rank;
     double ratio;
     std::string host, part;
+    bool link = false;  // flagged for its link alone
   };
+  std::vector<double> links;
+  for (const auto& s : all) links.push_back(s.link_ms);
   std::vector<Flag> became;
   for (size_t i = 0; i < all.size(); ++i) {
     auto& s = all[i];
     Seen& seen = seen_[s.rank];
     seen.host = s.host;
-    if (busy[i] < 0) continue;  // not measured (a writer without the parts)
+    // Its link to rank 0's node, against the others' (in a synchronous job
+    // every rank waits as long for a slow link: the busy times cannot say whose).
+    std::vector<double> other_links;
+    for (size_t j = 0; j < all.size(); ++j)
+      if (j != i && links[j] >= 0) other_links.push_back(links[j]);
+    const double link_median = median(other_links);
+    const bool slow_link = links[i] >= 0 && !other_links.empty() && links[i] > factor_ * link_median &&
+                           links[i] - link_median > kMinLinkExcessMs;
+    if (busy[i] < 0 && !slow_link) continue;  // not measured (a writer without the parts)
     std::vector<double> others;
     for (size_t j = 0; j < all.size(); ++j)
       if (j != i && busy[j] >= 0) others.push_back(busy[j]);
-    if (others.empty()) continue;
+    if (others.empty() && !slow_link) continue;
     const double m = median(others);
-    const double ratio = m > 0 ? busy[i] / m : 0;
+    const double ratio = m > 0 && busy[i] >= 0 ? busy[i] / m : 0;
     // Or the rank the others wait for at the shared-memory exchanges: last
     // there far more often than its share (1/N), whatever its busy time says
     // (a rank frozen inside a collective counts its frozen time as comm).
     const size_t n = all.size();
     // (Last at either of an exchange's two barriers: by chance about 2/N.)
     const bool last = n >= 4 && s.last_pct > std::max(60.0, 300.0 / double(n));
-    const bool slow = (ratio > factor_ && busy[i] - m > kMinExcessMs) || last;
+    const bool slow = (ratio > factor_ && busy[i] - m > kMinExcessMs) || last || slow_link;
     seen.run = slow ? seen.run + 1 : 0;
     if (seen.flagged && !slow) {
       seen.flagged = false;
@@ -128,7 +144,14 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
         std::snprintf(text, sizeof text, "last at %.0f%% of the gradient exchanges", s.last_pct);
         seen.part += (seen.part.empty() ? "" : ", ") + std::string(text);
       }
-      became.push_back({s.rank, ratio, s.host, seen.part});
+      const bool link_only = slow_link && seen.part.empty();
+      if (slow_link) {
+        char text[128];
+        std::snprintf(text, sizeof text, "a round trip to rank 0 takes %.0f ms (the others' median %.1f ms)", links[i],
+                      link_median);
+        seen.part += (seen.part.empty() ? "" : ", ") + std::string(text);
+      }
+      became.push_back({s.rank, ratio, s.host, seen.part, link_only});
     }
     if (seen.flagged) seen.worst = std::max(seen.worst, ratio);
     s.straggler = seen.flagged;
@@ -148,7 +171,10 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
     std::sort(ranks.begin(), ranks.end());
     char text[320];
     if (flags.size() > 1 && flags.size() == host_ranks[host] && host_ranks.size() > 1) {
-      if (worst > factor_)
+      if (flags.front()->link)
+        std::snprintf(text, sizeof text, "%s (ranks %s) has a slow link: %s", host.c_str(), rank_list(ranks).c_str(),
+                      flags.front()->part.c_str());
+      else if (worst > factor_)
         std::snprintf(text, sizeof text, "%s (ranks %s) is %.1fx slower than the median: %s", host.c_str(),
                       rank_list(ranks).c_str(), worst, flags.front()->part.c_str());
       else
@@ -158,7 +184,9 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
       continue;
     }
     for (const Flag* f : flags) {
-      if (f->ratio > factor_)
+      if (f->link)
+        std::snprintf(text, sizeof text, "rank %u (%s) has a slow link: %s", f->rank, host.c_str(), f->part.c_str());
+      else if (f->ratio > factor_)
         std::snprintf(text, sizeof text, "rank %u (%s) is %.1fx slower than the median: %s", f->rank, host.c_str(),
                       f->ratio, f->part.c_str());
       else
@@ -244,6 +272,7 @@ void RankStatusReporter::report(int64_t step, int64_t batch_size, const StepPart
     own_.gpu_power_w = g.power_w;
   }
   own_.wall_time = unix_time();
+  own_.link_ms = pg_ ? pg_->store_round_trip_ms() : -1;
   if (pg_) pg_->report_counts("step " + std::to_string(step));
   if (pg_) {
     // A collective: every rank reports here; its wait for the others is comm
@@ -286,15 +315,15 @@ void RankStatusReporter::write() {
   written_step_ = own_.step;
   std::string csv =
       "rank,host,step,samples_per_s,rss_mib,wall_time,step_ms,data_ms,compute_ms,comm_ms,optimizer_ms,other_ms,"
-      "busy_ms,cpu_pct,gpu_util_pct,gpu_mem_mib,gpu_power_w,straggler,last_pct\n";
+      "busy_ms,cpu_pct,gpu_util_pct,gpu_mem_mib,gpu_power_w,straggler,last_pct,link_ms\n";
   std::vector<double> busy;
   for (const auto& s : all) {
     char row[768];
     std::snprintf(row, sizeof row,
-                  "%u,%s,%ld,%.1f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.0f,%.0f,%.1f,%d,%.1f\n", s.rank,
-                  s.host.c_str(), long(s.step), s.samples_per_s, s.rss_mib, s.wall_time, s.step_ms, s.data_ms,
+                  "%u,%s,%ld,%.1f,%.1f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%.0f,%.0f,%.1f,%d,%.1f,%.3f\n",
+                  s.rank, s.host.c_str(), long(s.step), s.samples_per_s, s.rss_mib, s.wall_time, s.step_ms, s.data_ms,
                   s.compute_ms, s.comm_ms, s.optimizer_ms, s.other_ms, s.busy_ms(), s.cpu_pct, s.gpu_util_pct,
-                  s.gpu_mem_mib, s.gpu_power_w, s.straggler ? 1 : 0, s.last_pct);
+                  s.gpu_mem_mib, s.gpu_power_w, s.straggler ? 1 : 0, s.last_pct, s.link_ms);
     csv += row;
     if (stream_) stream_->rank_status(s);
     if (s.busy_ms() >= 0) busy.push_back(s.busy_ms());
