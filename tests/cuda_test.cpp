@@ -60,6 +60,31 @@ TEST(Cuda, TwentyStepsOnTheGpuEqualTheCpuWithinRounding_CUDA) {
   std::cout << "CPU vs CUDA after 20 steps: max relative difference " << d << "\n";
 }
 
+// A CUDA rank's status carries its GPU through NVML (dlopen of the driver's
+// libnvidia-ml.so.1): utilisation, memory in use and power in ranks.csv, not
+// the -1 of "unknown". Not run on a GPU yet when written (stop 42: no device
+// lent); scripts/device_check.sh runs it with the other *_CUDA tests.
+TEST(Cuda, TheRankStatusReadsItsGpuThroughNvml_CUDA) {
+  GANTRY_REQUIRE_CUDA();
+  TempDir dir;
+  const auto r = gantry::test::run_gantry("train '" + kTiny + "' system.plugin=" + gantry::test::plugin_path("tiny") +
+                                              " trainer.accelerator=cuda trainer.max_steps=40 "
+                                              "trainer.log_every_n_steps=10 trainer.progress=none",
+                                          dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("ranks: no GPU utilisation"), std::string::npos) << r.out;
+  const auto rows = gantry::test::lines_of(gantry::test::read_text(dir.path() / "runs/tiny/latest/ranks.csv"));
+  ASSERT_EQ(rows.size(), 2u);
+  const auto cells = gantry::test::split(rows[1], ',');
+  ASSERT_GE(cells.size(), 17u) << rows[1];
+  const double util = std::stod(cells[14]), mem = std::stod(cells[15]), power = std::stod(cells[16]);
+  std::cout << "NVML: " << util << "% busy, " << mem << " MiB in use, " << power << " W\n";
+  EXPECT_GE(util, 0.0);
+  EXPECT_LE(util, 100.0);
+  EXPECT_GT(mem, 0.0) << "this process holds a CUDA context";
+  EXPECT_GT(power, 0.0);
+}
+
 // A checkpoint written on the GPU resumes on the CPU, and one written on the
 // CPU resumes on the GPU: 10 + 10 steps match 20 straight within rounding.
 TEST(Cuda, CheckpointsMoveBetweenGpuAndCpu_CUDA) {
