@@ -289,17 +289,11 @@ void report_to_launcher(const std::vector<int>& ranks, int me, const std::string
 
 }  // namespace
 
-double ProcessGroup::store_round_trip_ms() {
-  if (!heartbeat_) return -1;
+std::vector<double> ProcessGroup::store_round_trips_ms() {
+  if (!heartbeat_) return {};
   Heartbeat::State& st = *heartbeat_->st;
-  std::vector<double> v;
-  {
-    std::lock_guard<std::mutex> lock(st.m);
-    v.assign(st.round_trips_ms.begin(), st.round_trips_ms.end());
-  }
-  if (v.empty()) return -1;
-  std::nth_element(v.begin(), v.begin() + long(v.size() / 2), v.end());
-  return v[v.size() / 2];
+  std::lock_guard<std::mutex> lock(st.m);
+  return {st.round_trips_ms.begin(), st.round_trips_ms.end()};
 }
 
 std::string ProcessGroup::silent_ranks() {

@@ -95,12 +95,12 @@ class GANTRY_CORE_EXPORT ProcessGroup {
   /// is also reported to `gantry launch` (GANTRY_LAUNCH_REPORT_FD). Takes
   /// ~1.5 s. "" when nobody is to blame.
   std::string silent_ranks();
-  /// The median round trip, in ms, of this rank's last 8 heartbeat requests
-  /// to rank 0's store (twice a second: ~4 s; -1 before the first): the
+  /// The round trips, in ms, of this rank's last 8 heartbeat requests to
+  /// rank 0's store (twice a second: ~4 s; none before the first): the
   /// rank's link to rank 0's node, a slow link's delay included, measured off
-  /// the training thread. A median of several: one request delayed by the
-  /// scheduler on a loaded host does not move it.
-  double store_round_trip_ms();
+  /// the training thread. Their median (the rank status's link_ms) is not
+  /// moved by one request the scheduler delayed on a loaded host.
+  std::vector<double> store_round_trips_ms();
   /// GANTRY_DIST_STATS=1: one line on stderr with this rank's store requests,
   /// heartbeat requests and collectives so far, `when` (bench/scale.sh reads
   /// them at start-up, each logged step and the end; docs/scaling.md).

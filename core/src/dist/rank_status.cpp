@@ -109,21 +109,25 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
       auto [it, fresh] = node_link.emplace(s.host, s.link_ms);
       if (!fresh) it->second = std::min(it->second, s.link_ms);
     }
+  // Each measured node's links against the other nodes' ranks' median (in a
+  // synchronous job every rank waits as long for a slow link: the busy times
+  // cannot say whose).
+  std::map<std::string, bool> slow_links;
+  std::map<std::string, double> link_medians;
+  for (const auto& [host, link] : node_link) {
+    std::vector<double> others;
+    for (const auto& s : all)
+      if (s.host != host && s.link_ms >= 0) others.push_back(s.link_ms);
+    link_medians[host] = median(others);
+    slow_links[host] = !others.empty() && link > std::max(kMinLinkRatio, factor_) * link_medians[host] &&
+                       link - link_medians[host] > kMinLinkExcessMs;
+  }
   std::vector<Flag> became;
   for (size_t i = 0; i < all.size(); ++i) {
     auto& s = all[i];
     Seen& seen = seen_[s.rank];
     seen.host = s.host;
-    // Its link to rank 0's node, against the others' (in a synchronous job
-    // every rank waits as long for a slow link: the busy times cannot say whose).
-    std::vector<double> other_links;  // the other nodes' ranks'
-    for (size_t j = 0; j < all.size(); ++j)
-      if (all[j].host != s.host && all[j].link_ms >= 0) other_links.push_back(all[j].link_ms);
-    const double link_median = median(other_links);
-    const auto own_link = node_link.find(s.host);
-    const double link = own_link == node_link.end() ? -1 : own_link->second;
-    const bool slow_link = link >= 0 && !other_links.empty() && link > std::max(kMinLinkRatio, factor_) * link_median &&
-                           link - link_median > kMinLinkExcessMs;
+    const bool slow_link = slow_links[s.host];
     if (busy[i] < 0 && !slow_link) continue;  // not measured (a writer without the parts)
     std::vector<double> others;
     for (size_t j = 0; j < all.size(); ++j)
@@ -160,8 +164,8 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
       if (slow_link) {
         char text[128];
         std::snprintf(text, sizeof text,
-                      "a round trip to rank 0 takes %.0f ms or more (the other nodes' median %.1f ms)", link,
-                      link_median);
+                      "a round trip to rank 0 takes %.0f ms or more (the other nodes' median %.1f ms)",
+                      node_link[s.host], link_medians[s.host]);
         seen.part += (seen.part.empty() ? "" : ", ") + std::string(text);
       }
       became.push_back({s.rank, ratio, s.host, seen.part, link_only});
@@ -285,7 +289,10 @@ void RankStatusReporter::report(int64_t step, int64_t batch_size, const StepPart
     own_.gpu_power_w = g.power_w;
   }
   own_.wall_time = unix_time();
-  own_.link_ms = pg_ ? pg_->store_round_trip_ms() : -1;
+  if (pg_) {
+    const std::vector<double> trips = pg_->store_round_trips_ms();
+    own_.link_ms = trips.empty() ? -1 : median(trips);
+  }
   if (pg_) pg_->report_counts("step " + std::to_string(step));
   if (pg_) {
     // A collective: every rank reports here; its wait for the others is comm
