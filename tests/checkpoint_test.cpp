@@ -1,8 +1,11 @@
 // Checkpoints: weights, optimizer state, step and RNG restored exactly; a file
-// of another model or plugin, or a corrupt one, is a clear error.
+// of another model or plugin, or a corrupt one, is a clear error; the names in
+// a run's checkpoints/ and which file a path, run or experiment means.
 #include <torch/torch.h>
 
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
+#include "checkpoint/names.hpp"
+#include "checkpoint/resolve.hpp"
 #include "gantry/errors.hpp"
 #include "support.hpp"
 #include "optim/fused_adam.hpp"
@@ -10,6 +13,7 @@
 
 using namespace gantry;
 using gantry::test::TempDir;
+using gantry::test::write_text;
 
 namespace {
 
@@ -182,4 +186,160 @@ TEST(Checkpoint, ResumedRunEndsBitIdenticalToAnUninterruptedOne) {
   for (const auto& e : sa)
     EXPECT_TRUE(torch::equal(e.value().toTensor(), sc.at(e.key()).toTensor())) << e.key().toStringRef();
   EXPECT_EQ(a.last_values, c.last_values);
+}
+
+// ---- The names in checkpoints/ and which file a path means -------------------
+
+TEST(CheckpointNames, StepAndBestNamesParseBackAndNothingElseIs) {
+  EXPECT_EQ(ckpt::step_file(1000), "step_0001000.ckpt");
+  EXPECT_EQ(ckpt::best_file(7), "best_step_0000007.ckpt");
+  EXPECT_EQ(ckpt::parse_file("step_0001000.ckpt").kind, ckpt::FileKind::kStep);
+  EXPECT_EQ(ckpt::parse_file("step_0001000.ckpt").step, 1000);
+  EXPECT_EQ(ckpt::parse_file("best_step_0000007.ckpt").kind, ckpt::FileKind::kBest);
+  EXPECT_EQ(ckpt::parse_file("step_12345678.ckpt").step, 12345678);  // past 7 digits
+  for (const char* other : {"best.ckpt", "step_.ckpt", "step_12.ckpt.tmp.1", "step_1x.ckpt", ".best.ckpt.tmp",
+                            "xstep_1.ckpt", "step_-1.ckpt"})
+    EXPECT_EQ(ckpt::parse_file(other).kind, ckpt::FileKind::kOther) << other;
+}
+
+TEST(CheckpointNames, PruningKeepsTheNewestStepsByStepAndEveryBestFile) {
+  TempDir dir;
+  for (int64_t step : {5, 30, 10000000, 200}) write_text(dir / ckpt::step_file(step), "x");
+  write_text(dir / ckpt::best_file(5), "x");
+  ckpt::prune_steps(dir.path().string(), 2);
+  std::vector<std::string> left;
+  for (const auto& f : ckpt::list_files(dir.path().string()))
+    left.push_back(std::filesystem::path(f.path).filename().string());
+  // Newest first by step (10000000 sorts before 200 by step, after it by name).
+  EXPECT_EQ(left, (std::vector<std::string>{"step_10000000.ckpt", "step_0000200.ckpt", "best_step_0000005.ckpt"}));
+}
+
+namespace {
+
+// A run of the tiny plugin on its synthetic ring: checkpoints at 10..40, the
+// two best by val_loss kept (best.ckpt links the lowest). Returns the
+// experiment directory; `run` the real run directory.
+std::filesystem::path tiny_run(const TempDir& dir, std::filesystem::path& run) {
+  const auto r = gantry::test::run_gantry(
+      "train '" + gantry::test::kTiny +
+          "' system.synthetic=true system.pixels=2 data.path=/nonexistent trainer.max_steps=40 "
+          "checkpoint.every_n_steps=10 checkpoint.keep_last=0 trainer.val_every_n_steps=10 "
+          "checkpoint.monitor=val_loss checkpoint.save_top_k=2",
+      dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto exp = dir.path() / "runs/tiny";
+  run = std::filesystem::canonical(exp / "latest");
+  return exp;
+}
+
+std::string real(const std::filesystem::path& p) { return std::filesystem::canonical(p).string(); }
+
+}  // namespace
+
+TEST(CheckpointResolve, ARunOrExperimentMeansItsNewestForAResumeAndItsBestForInference) {
+  TempDir dir;
+  std::filesystem::path run;
+  const auto exp = tiny_run(dir, run);
+  const std::string newest = real(run / "checkpoints/step_0000040.ckpt");
+  const std::string best = real(run / "checkpoints/best.ckpt");
+  ASSERT_NE(best.find("best_step_"), std::string::npos) << best;
+  for (const auto& given : {exp, exp / "latest", run}) {
+    const ResolvedCheckpoint a = resolve_checkpoint(given.string(), CheckpointUse::kResume);
+    ASSERT_TRUE(a.found()) << given;
+    EXPECT_EQ(a.path, newest) << given;
+    EXPECT_EQ(a.file->meta().global_step, 40);
+    EXPECT_NE(a.why.find("the newest valid checkpoint in " + given.string() + " (step 40)"), std::string::npos)
+        << a.why;
+    const ResolvedCheckpoint b = resolve_checkpoint(given.string(), CheckpointUse::kInference);
+    EXPECT_EQ(b.path, best) << given;
+    // "…/checkpoints/best.ckpt -> best_step_0000030.ckpt: val_loss 0.6931 at step 30 (checkpoint.monitor val_loss min)"
+    const std::string step = std::to_string(b.file->meta().global_step);
+    EXPECT_NE(b.why.find("checkpoints/best.ckpt -> " + std::filesystem::path(best).filename().string() + ": val_loss "),
+              std::string::npos)
+        << b.why;
+    EXPECT_NE(b.why.find(" at step " + step + " (checkpoint.monitor val_loss min)"), std::string::npos) << b.why;
+    // The value is the one metrics.csv has at that step.
+    const auto val = gantry::test::column_by_step((run / "metrics.csv").string(), "val_loss");
+    ASSERT_TRUE(val.count(b.file->meta().global_step));
+    EXPECT_NEAR(std::stod(b.why.substr(b.why.find("val_loss ") + 9)), std::stod(val.at(b.file->meta().global_step)),
+                1e-4 * std::abs(std::stod(val.at(b.file->meta().global_step))) + 1e-6)
+        << b.why;
+    // What --watch compares first, without reading.
+    EXPECT_EQ(checkpoint_candidates(given.string(), CheckpointUse::kInference).front(), best);
+    EXPECT_EQ(checkpoint_candidates(given.string(), CheckpointUse::kResume).front(), newest);
+  }
+  // Short names of a directory's files, through `latest`: links resolved.
+  EXPECT_EQ(resolve_checkpoint((exp / "latest/best").string(), CheckpointUse::kResume).path, best);
+  EXPECT_EQ(resolve_checkpoint((exp / "latest/last").string(), CheckpointUse::kInference).path, newest);
+  EXPECT_EQ(resolve_checkpoint((exp / "latest/step_0000020").string(), CheckpointUse::kInference).path,
+            real(run / "checkpoints/step_0000020.ckpt"));
+  const ResolvedCheckpoint through =
+      resolve_checkpoint((exp / "latest/checkpoints/step_0000010.ckpt").string(), CheckpointUse::kInference);
+  EXPECT_EQ(through.path, real(run / "checkpoints/step_0000010.ckpt"));
+  EXPECT_EQ(through.path.find("latest"), std::string::npos) << through.path;
+}
+
+TEST(CheckpointResolve, UnreadableFilesAreSkippedWithALineAndNothingIsAClearError) {
+  TempDir dir;
+  std::filesystem::path run;
+  const auto exp = tiny_run(dir, run);
+  // Both files of step 40 cut (best_step_0000040.ckpt too, when it was a best).
+  size_t cut = 0;
+  for (const char* name : {"step_0000040.ckpt", "best_step_0000040.ckpt"})
+    if (std::filesystem::exists(run / "checkpoints" / name)) {
+      write_text((run / "checkpoints" / name).string(), "cut");
+      ++cut;
+    }
+  std::vector<std::string> skipped;
+  const ResolvedCheckpoint r = resolve_checkpoint(exp.string(), CheckpointUse::kResume, &skipped);
+  ASSERT_TRUE(r.found());
+  EXPECT_EQ(r.file->meta().global_step, 30) << r.path;
+  ASSERT_EQ(skipped.size(), cut);
+  EXPECT_NE(skipped[0].find("skipping checkpoint " + real(run / "checkpoints")), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("step_0000040.ckpt"), std::string::npos) << skipped[0];
+  // A file named outright is that file, or its error.
+  EXPECT_THROW(resolve_checkpoint((run / "checkpoints/step_0000040.ckpt").string(), CheckpointUse::kResume),
+               CheckpointError);
+  try {
+    resolve_checkpoint((dir.path() / "nowhere").string(), CheckpointUse::kInference);
+    ADD_FAILURE() << "no error for a path that does not exist";
+  } catch (const CheckpointError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              (dir.path() / "nowhere").string() + ": no such checkpoint, run or experiment directory");
+  }
+  // A directory with nothing valid: not found, and require_ says so naming it.
+  std::filesystem::create_directories(dir.path() / "empty/checkpoints");
+  EXPECT_FALSE(resolve_checkpoint(dir / "empty", CheckpointUse::kResume).found());
+  try {
+    require_checkpoint(dir / "empty", CheckpointUse::kInference);
+    ADD_FAILURE() << "no error for a run directory without checkpoints";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir / "empty" + ": no valid checkpoint in it"), std::string::npos) << e.what();
+  }
+  // best of a run that kept none.
+  std::filesystem::remove(run / "checkpoints/best.ckpt");
+  EXPECT_THROW(resolve_checkpoint((run / "best").string(), CheckpointUse::kInference), CheckpointError);
+  const ResolvedCheckpoint no_best = resolve_checkpoint(run.string(), CheckpointUse::kInference);
+  EXPECT_NE(no_best.why.find("the run kept no best.ckpt"), std::string::npos) << no_best.why;
+}
+
+// sample, serve and a resume take a run directory through one resolution and
+// say which file: the CLI lines of the same function.
+TEST(CheckpointResolve, SampleAndValidateOfAResumeSayWhichFileARunDirectoryMeans) {
+  TempDir dir;
+  std::filesystem::path run;
+  const auto exp = tiny_run(dir, run);
+  auto r = gantry::test::run_gantry("sample -c runs/tiny/latest -n 4 --tensors t.pt", dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("checkpoint: runs/tiny/latest/checkpoints/best.ckpt -> best_step_"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("from " + real(run / "checkpoints/best.ckpt")), std::string::npos) << r.out;
+  r = gantry::test::run_gantry("validate '" + gantry::test::kTiny +
+                                   "' system.synthetic=true system.pixels=2 data.path=/nonexistent "
+                                   "trainer.resume=runs/tiny",
+                               dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("resume: " + real(run / "checkpoints/step_0000040.ckpt") +
+                       ": the newest valid checkpoint in runs/tiny (step 40)"),
+            std::string::npos)
+      << r.out;
 }

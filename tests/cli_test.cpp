@@ -205,11 +205,7 @@ TEST(Cli, TwoRunsOfOneExperimentNeverShareARunDirectory) {
   for (size_t i = 0; i < frames.size(); ++i) EXPECT_EQ(gantry::wire::decode(frames[i]).seq, i + 1);
 }
 
-namespace {
-// The SDK test plugin's config, with the plugin built by this tree.
-const std::string kTiny =
-    gantry::test::source_path("tests/sdk_plugin/tiny.yaml") + "' system.plugin='" + gantry::test::plugin_path("tiny");
-}  // namespace
+using gantry::test::kTiny;  // the SDK test plugin's config, with the plugin built by this tree
 
 TEST(Cli, TheStopLineNamesTheLimitThatEndedTheRun) {
   TempDir dir;
@@ -746,7 +742,7 @@ TEST(Cli, ConfigsAndCheckpointsThatAreNoRegularFilesAreOneLine) {
            {"train big.yaml", "big.yaml: 17.0 MiB, more than the 16.0 MiB a config file may be"},
            {"train missing.yaml", "missing.yaml: cannot open the config file: No such file or directory"},
            {"sample -c /dev/zero", "/dev/zero: a character device, not a checkpoint"},
-           {"sample -c .", ".: a directory, not a checkpoint"}}) {
+           {"sample -c .", ".: no valid checkpoint in it (a checkpoint, a run or an experiment directory)"}}) {
     const auto r = run_gantry(args, dir.path(), "timeout 60");
     expect_one_error_line(r, what);
     EXPECT_EQ(r.err.rfind("gantry: error: ", 0), 0u) << "not the first thing on stderr:\n" << r.err;

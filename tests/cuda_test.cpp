@@ -10,7 +10,7 @@
 
 #include "dist/distributed.hpp"
 #include "support.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 #include "train/trainer.hpp"
 
 using namespace gantry;

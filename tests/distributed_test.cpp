@@ -27,7 +27,7 @@
 #include "dist/rank_status.hpp"
 #include "dist/shm_allreduce.hpp"
 #include "runtime/runtime.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 #include "train/trainer.hpp"
 #include "support.hpp"
 #include "wire/message.hpp"

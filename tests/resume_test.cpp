@@ -12,7 +12,7 @@
 
 #include <torch/torch.h>
 
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 #include "gantry/errors.hpp"
 #include "support.hpp"
 #include "train/trainer.hpp"
@@ -243,4 +243,53 @@ TEST(Resume, SigkillDuringACheckpointWriteLeavesTheOldOneValid) {
   }
   // The killed writers' temp files are the only debris; the checkpoint is whole.
   EXPECT_GE(read_checkpoint_meta(path).global_step, 1);
+}
+
+// Every form of trainer.resume continues the run it names, and `latest` keeps
+// naming that run: a resume through latest/ took `latest` for the run
+// directory, pointed it at itself ("Too many levels of symbolic links") and
+// broke every resume=auto after it.
+TEST(Resume, EveryPathFormContinuesItsRunAndLatestKeepsNamingIt) {
+  namespace fs = std::filesystem;
+  TempDir dir;
+  fs::create_directory(dir.path() / "real");
+  fs::create_directory_symlink("real", dir.path() / "link");  // an out_dir through a link
+  const std::string base = "train '" + gantry::test::kTiny +
+                           "' system.synthetic=true system.pixels=2 data.path=/nonexistent "
+                           "checkpoint.every_n_steps=10 checkpoint.keep_last=0 ";
+  ASSERT_EQ(gantry::test::run_gantry(base + "trainer.out_dir=link trainer.max_steps=10", dir.path()).exit_code, 0);
+  const fs::path exp = dir.path() / "real/tiny";
+  const std::string name = fs::read_symlink(exp / "latest").string();
+  const fs::path run = exp / name;
+  // (out_dir, trainer.resume): each resumes the newest step and trains 10 more.
+  const std::vector<std::pair<std::string, std::string>> forms = {
+      {"link", "link/tiny/" + name + "/checkpoints/step_0000010.ckpt"},                    // relative
+      {"real", (run / "checkpoints/step_0000020.ckpt").string()},                          // absolute
+      {"link", "link/tiny/latest/checkpoints/step_0000030.ckpt"},                          // through latest
+      {"real", (dir.path() / "link/tiny/latest/checkpoints/step_0000040.ckpt").string()},  // through both links
+      {"link", "link/tiny/latest"},                                                        // a run directory
+      {"real", "real/tiny/" + name},                                                       // ... by its name
+      {"link", "link/tiny"},                                                               // an experiment
+      {"real", "auto"}};
+  int64_t steps = 10;
+  for (const auto& [out_dir, resume] : forms) {
+    steps += 10;
+    const auto r = gantry::test::run_gantry(base + "trainer.out_dir=" + out_dir + " trainer.resume=" + resume +
+                                                " trainer.max_steps=" + std::to_string(steps),
+                                            dir.path());
+    ASSERT_EQ(r.exit_code, 0) << resume << "\n" << r.out << r.err;
+    EXPECT_NE(r.out.find("done at step " + std::to_string(steps)), std::string::npos) << resume << "\n" << r.out;
+    EXPECT_NE(r.out.find("step_" + std::string(7 - std::to_string(steps - 10).size(), '0') +
+                         std::to_string(steps - 10) + ".ckpt"),
+              std::string::npos)
+        << resume << ": not resumed from the newest\n"
+        << r.out;
+    EXPECT_EQ(fs::read_symlink(exp / "latest").string(), name) << resume;
+    EXPECT_TRUE(fs::exists(run / ("checkpoints/step_" + std::string(7 - std::to_string(steps).size(), '0') +
+                                  std::to_string(steps) + ".ckpt")))
+        << resume << ": the run did not continue in " << run;
+    int runs = 0;
+    for (const auto& e : fs::directory_iterator(exp)) runs += e.is_directory() && !e.is_symlink();
+    EXPECT_EQ(runs, 1) << resume << ": a new run directory was made";
+  }
 }

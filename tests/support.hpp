@@ -69,6 +69,10 @@ inline std::string source_path(const std::string& rel) { return std::string(GANT
 /// The demo experiment (configs/gan_fashion_mnist.yaml).
 inline const std::string kDemo = source_path("configs/gan_fashion_mnist.yaml");
 
+/// The SDK test plugin's experiment (tests/sdk_plugin/tiny.yaml) with the
+/// built plugin, for a command line between single quotes: "train '" + kTiny + "' ...".
+inline const std::string kTiny = source_path("tests/sdk_plugin/tiny.yaml") + "' system.plugin='" + plugin_path("tiny");
+
 /// The real Fashion-MNIST from Debian's dataset-fashion-mnist.
 inline std::string fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 
@@ -143,8 +147,9 @@ inline std::vector<std::pair<pid_t, int>> children_of(pid_t parent) {
     const auto at = ("\n" + env).find("\nRANK=");
     if (at != std::string::npos) rank = std::atoi(env.c_str() + at + 5);
     int named = -1;
-    if (std::sscanf(read_text((e.path() / "comm").string()).c_str(), "gantry rank %d", &named) == 1 ||
-        std::sscanf(read_text((e.path() / "comm").string()).c_str(), "gantry r%d", &named) == 1)
+    const std::string comm = read_text((e.path() / "comm").string());
+    if (std::sscanf(comm.c_str(), "gantry rank %d", &named) == 1 ||
+        std::sscanf(comm.c_str(), "gantry r%d", &named) == 1)
       rank = named;
     out.emplace_back(std::stoi(e.path().filename()), rank);
   }

@@ -51,7 +51,7 @@ GANTRY_CORE_EXPORT int list_plugins();
 GANTRY_CORE_EXPORT std::string keys_table();
 
 struct SampleOptions {
-  std::string checkpoint;              ///< the checkpoint file
+  std::string checkpoint;              ///< a checkpoint, or a run/experiment directory (best.ckpt, else the newest)
   int64_t n = 64;                      ///< samples
   std::string output = "samples.png";  ///< the PNG grid
   int64_t seed = 0;                    ///< seed of the sample inputs

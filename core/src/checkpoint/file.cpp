@@ -1,4 +1,4 @@
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 
 #include <torch/torch.h>
 
@@ -231,20 +231,44 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
   }
 }
 
-CheckpointMeta read_checkpoint_meta(const std::string& path) {
-  const auto d = read_dict(path);
-  return {get_string(d, "plugin"), get_string(d, "plugin_version"), get_string(d, "config"),
-          get_int(d, "global_step", path), d.contains("world_size") ? get_int(d, "world_size", path) : 0};
+CheckpointFile::CheckpointFile(std::string path, GenericDict dict) : path_(std::move(path)), dict_(std::move(dict)) {
+  meta_ = {get_string(dict_, "plugin"), get_string(dict_, "plugin_version"), get_string(dict_, "config"),
+           get_int(dict_, "global_step", path_),
+           dict_.contains("world_size") ? get_int(dict_, "world_size", path_) : 0};
 }
+
+std::shared_ptr<const CheckpointFile> CheckpointFile::read(const std::string& path) {
+  return std::make_shared<const CheckpointFile>(path, read_dict(path));
+}
+
+CheckpointMeta read_checkpoint_meta(const std::string& path) { return CheckpointFile::read(path)->meta(); }
 
 TrainState load_checkpoint(const std::string& path, const std::string& plugin, const std::vector<NamedModule>& modules,
                            const std::vector<NamedOptimizer>& optimizers, bool restore_rng, int rank,
                            torch::Device device, CheckpointMeta* meta) {
-  const auto d = read_dict(path);
-  const std::string file_plugin = get_string(d, "plugin");
-  if (meta)
-    *meta = {file_plugin, get_string(d, "plugin_version"), get_string(d, "config"), get_int(d, "global_step", path),
-             d.contains("world_size") ? get_int(d, "world_size", path) : 0};
+  const auto file = CheckpointFile::read(path);
+  if (meta) *meta = file->meta();
+  return file->load(plugin, modules, optimizers, restore_rng, rank, device);
+}
+
+TrainState CheckpointFile::train_state() const {
+  const GenericDict& d = dict_;
+  const std::string& path = path_;
+  TrainState s;
+  s.global_step = get_int(d, "global_step", path);
+  s.epoch = get_int(d, "epoch", path);
+  s.batch_in_epoch = get_int(d, "batch_in_epoch", path);
+  if (d.contains("trainer_state") && d.at("trainer_state").isGenericDict())
+    for (const auto& e : d.at("trainer_state").toGenericDict()) s.extra[e.key().toStringRef()] = e.value().toTensor();
+  return s;
+}
+
+TrainState CheckpointFile::load(const std::string& plugin, const std::vector<NamedModule>& modules,
+                                const std::vector<NamedOptimizer>& optimizers, bool restore_rng, int rank,
+                                torch::Device device) const {
+  const GenericDict& d = dict_;
+  const std::string& path = path_;
+  const std::string& file_plugin = meta_.plugin;
   if (file_plugin != plugin)
     throw CheckpointError("checkpoint " + path + " was written by plugin '" + file_plugin +
                           "', this run uses plugin '" + plugin + "'");
@@ -307,73 +331,7 @@ TrainState load_checkpoint(const std::string& path, const std::string& plugin, c
     const std::string mine_cuda = rank ? "torch_cuda_rank" + std::to_string(rank) : std::string("torch_cuda");
     if (device.is_cuda() && rng.contains(mine_cuda)) set_generator_state(device, rng.at(mine_cuda).toTensor());
   }
-  TrainState s;
-  s.global_step = get_int(d, "global_step", path);
-  s.epoch = get_int(d, "epoch", path);
-  s.batch_in_epoch = get_int(d, "batch_in_epoch", path);
-  if (d.contains("trainer_state") && d.at("trainer_state").isGenericDict())
-    for (const auto& e : d.at("trainer_state").toGenericDict()) s.extra[e.key().toStringRef()] = e.value().toTensor();
-  return s;
-}
-
-std::string find_latest_checkpoint(const std::string& experiment_dir, std::vector<std::string>* warnings) {
-  namespace fs = std::filesystem;
-  struct Candidate {
-    int64_t step;
-    fs::file_time_type mtime;
-    std::string path;
-  };
-  std::vector<Candidate> all;
-  std::error_code ec;
-  if (!fs::is_directory(experiment_dir, ec)) return "";
-  std::vector<fs::path> runs;  // a run directory itself, or every run of an experiment
-  if (fs::is_directory(fs::path(experiment_dir) / "checkpoints", ec)) {
-    runs.emplace_back(experiment_dir);
-  } else {
-    for (const auto& run : fs::directory_iterator(experiment_dir, ec))
-      if (run.is_directory() && !run.is_symlink()) runs.push_back(run.path());
-  }
-  for (const auto& run : runs) {
-    const fs::path dir = run / "checkpoints";
-    if (!fs::is_directory(dir, ec)) continue;
-    for (const auto& f : fs::directory_iterator(dir, ec)) {
-      const std::string name = f.path().filename().string();
-      // step_<step>.ckpt, and best_step_<step>.ckpt (checkpoint.monitor; the only ones with save_last false)
-      const size_t at = name.rfind("step_", 0) == 0 ? 5 : name.rfind("best_step_", 0) == 0 ? 10 : 0;
-      if (f.path().extension() != ".ckpt" || at == 0 || f.is_symlink()) continue;
-      int64_t step = -1;
-      try {
-        step = std::stoll(name.substr(at));
-      } catch (const std::exception&) {
-        continue;
-      }
-      all.push_back({step, fs::last_write_time(f.path(), ec), f.path().string()});
-    }
-  }
-  std::sort(all.begin(), all.end(), [](const Candidate& a, const Candidate& b) {
-    return a.step != b.step ? a.step > b.step : a.mtime > b.mtime;
-  });
-  for (const auto& c : all) {
-    try {
-      read_checkpoint_meta(c.path);
-      return c.path;
-    } catch (const CheckpointError& e) {
-      if (warnings) warnings->push_back(std::string("skipping ") + e.what());
-    }
-  }
-  return "";
-}
-
-void prune_checkpoints(const std::string& dir, int64_t keep_last) {
-  namespace fs = std::filesystem;
-  if (keep_last <= 0) return;
-  std::vector<fs::path> files;
-  std::error_code ec;
-  for (const auto& f : fs::directory_iterator(dir, ec))
-    if (f.path().extension() == ".ckpt" && f.path().filename().string().rfind("step_", 0) == 0)
-      files.push_back(f.path());
-  std::sort(files.begin(), files.end());  // step_%07ld: name order is step order
-  for (size_t i = 0; i + keep_last < files.size(); ++i) fs::remove(files[i], ec);
+  return train_state();
 }
 
 }  // namespace gantry

@@ -10,9 +10,12 @@
 //   "checksum": "crc32:<hex>" over all of the above (keys sorted, tensor bytes)
 // Written atomically (temp file, fsync, rename, fsync of the directory). A
 // truncated file fails to parse; a corrupted one fails its checksum.
+// The names of the files in a run's checkpoints/ are checkpoint/names.hpp's;
+// which file a path, run or experiment directory means, checkpoint/resolve.hpp's.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,29 +79,47 @@ GANTRY_CORE_EXPORT void save_checkpoint(const std::string& path, const std::vect
                                         const CheckpointMeta& meta, const std::vector<torch::Tensor>& rng_states = {},
                                         const std::vector<torch::Tensor>& cuda_rng_states = {});
 
-/// Reads the metadata (to find the plugin and config before building the
-/// system) and verifies the checksum. Throws CheckpointError naming the file
-/// when it is unreadable, truncated or corrupt.
+/// One checkpoint file, read, unpickled and verified once: its metadata
+/// (to find the plugin and config before building the system) and what it
+/// restores, with no second read (inference, a resume, serving). Holds the
+/// file's tensors while it lives: drop it once loaded.
+class GANTRY_CORE_EXPORT CheckpointFile {
+ public:
+  /// Reads `path` whole and verifies its checksum. Throws CheckpointError
+  /// naming the file when it is unreadable, truncated, corrupt or not a
+  /// gantry checkpoint.
+  static std::shared_ptr<const CheckpointFile> read(const std::string& path);
+
+  const std::string& path() const { return path_; }  ///< as it was read
+  const CheckpointMeta& meta() const { return meta_; }
+  /// The step, epoch and trainer state (extra tensors) without loading
+  /// anything: what a resolution prints (the best value of a best.ckpt).
+  TrainState train_state() const;
+  /// Restores into `modules` (exactly: every parameter and buffer must be in
+  /// the file with the same shape; nothing changes when one does not fit) and
+  /// `optimizers` (those named in the file; may be empty, e.g. for sampling),
+  /// rank `rank`'s CPU RNG when `restore_rng` (and its CUDA RNG when `device`
+  /// is a GPU and the file has one: a checkpoint from the CPU leaves the CUDA
+  /// generator as seeded), and returns the train state. Optimizer state lands
+  /// on `device` (torch.load's map_location). `plugin`: the loaded plugin's
+  /// name, checked against the file's.
+  TrainState load(const std::string& plugin, const std::vector<NamedModule>& modules,
+                  const std::vector<NamedOptimizer>& optimizers, bool restore_rng, int rank = 0,
+                  torch::Device device = torch::kCPU) const;
+
+  CheckpointFile(std::string path, c10::impl::GenericDict dict);  ///< read() makes it
+
+ private:
+  std::string path_;
+  c10::impl::GenericDict dict_;
+  CheckpointMeta meta_;
+};
+
+/// CheckpointFile::read(path)->meta().
 GANTRY_CORE_EXPORT CheckpointMeta read_checkpoint_meta(const std::string& path);
 
-/// The newest valid checkpoint under `<experiment_dir>/*/checkpoints/`, or
-/// `<experiment_dir>/checkpoints/` when it is a run directory (by step, then
-/// modification time), or "" when there is none. Invalid ones are
-/// skipped, each with a line in `warnings`.
-GANTRY_CORE_EXPORT std::string find_latest_checkpoint(const std::string& experiment_dir,
-                                                      std::vector<std::string>* warnings);
-
-/// Deletes all but the newest `keep_last` step_*.ckpt files in `dir` (0: keep all).
-GANTRY_CORE_EXPORT void prune_checkpoints(const std::string& dir, int64_t keep_last);
-
-/// Restores into `modules` (exactly: every parameter and buffer must be in the
-/// file with the same shape) and `optimizers` (those named in the file; may be
-/// empty, e.g. for sampling), rank `rank`'s CPU RNG when `restore_rng` (and
-/// its CUDA RNG when `device` is a GPU and the file has one: a checkpoint from
-/// the CPU leaves the CUDA generator as seeded), and returns the train state.
-/// Optimizer state lands on `device` (torch.load's map_location). `plugin`:
-/// the loaded plugin's name, checked against the file's. Verifies the checksum first.
-/// `meta`: also the file's metadata (its config), from the same read.
+/// CheckpointFile::read(path)->load(...): one read. `meta`: also the file's
+/// metadata (its config), from the same read.
 GANTRY_CORE_EXPORT TrainState load_checkpoint(const std::string& path, const std::string& plugin,
                                               const std::vector<NamedModule>& modules,
                                               const std::vector<NamedOptimizer>& optimizers, bool restore_rng,

@@ -33,8 +33,9 @@
 #include "plugin/plugin_loader.hpp"
 #include "runtime/crash.hpp"
 #include "runtime/runtime.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 #include "quality/quality.hpp"
+#include "checkpoint/resolve.hpp"
 #include "train/trainer.hpp"
 
 namespace fs = std::filesystem;
@@ -91,29 +92,49 @@ int64_t give_data(Experiment& exp, bool print) {
 // trainer.resume: "auto" (the default when SLURM restarts a requeued job) finds
 // the newest valid checkpoint of the experiment; "" starts fresh, as does
 // "fresh" (also on a SLURM restart, and when every checkpoint is unreadable).
-std::string resolve_resume(const ExperimentConfig& cfg, bool print) {
-  std::string resume = cfg.trainer.resume;
-  if (resume == "fresh") return "";
+// A checkpoint, a run or an experiment directory (through any links) is
+// resolved as sample and serve resolve it (checkpoint/resolve.hpp), for its
+// newest. Sets trainer.resume to the file's real path ("" for a fresh
+// start) and returns the file, read once (the Experiment's resume_file).
+std::shared_ptr<const CheckpointFile> resolve_resume(ExperimentConfig& cfg, bool print) {
+  std::string& resume = cfg.trainer.resume;
+  if (resume == "fresh") {
+    resume.clear();
+    return nullptr;
+  }
   const char* restarts = std::getenv("SLURM_RESTART_COUNT");
   if (resume.empty() && restarts && std::atoi(restarts) > 0) resume = "auto";
-  if (resume != "auto") return resume;
-  std::vector<std::string> warnings;
-  const std::string exp_dir = (fs::path(cfg.trainer.out_dir) / cfg.name).string();
-  const std::string found = find_latest_checkpoint(exp_dir, &warnings);
+  if (resume.empty()) return nullptr;
+  const bool automatic = resume == "auto";
+  const std::string given = automatic ? (fs::path(cfg.trainer.out_dir) / cfg.name).string() : resume;
+  std::vector<std::string> skipped;
+  ResolvedCheckpoint found;
+  try {
+    found = resolve_checkpoint(given, CheckpointUse::kResume, &skipped);
+  } catch (const CheckpointError& e) {
+    if (!automatic || std::filesystem::exists(given)) throw ConfigError(cfg.where("trainer.resume") + ": " + e.what());
+  }
   if (print)
-    for (const auto& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    for (const auto& w : skipped) std::fprintf(stderr, "warning: %s\n", w.c_str());
   // Checkpoints there, none readable: starting from step 0 would silently
   // throw the run's training away (and overwrite its `latest`).
-  if (found.empty() && !warnings.empty())
-    throw CheckpointError(cfg.where("trainer.resume") + ": trainer.resume=auto: every checkpoint in " + exp_dir +
-                          " is unreadable (" + std::to_string(warnings.size()) +
-                          (warnings.size() == 1 ? " file" : " files") +
-                          ", see the warnings above): nothing to resume from; move them away, or set "
-                          "trainer.resume=fresh to start again from step 0");
-  if (print)
-    std::printf(found.empty() ? "resume: no checkpoint in %s yet, starting fresh\n" : "resume: %s\n",
-                found.empty() ? exp_dir.c_str() : found.c_str());
-  return found;
+  if (!found.found() && (!skipped.empty() || !automatic))
+    throw CheckpointError(cfg.where("trainer.resume") + ": trainer.resume=" + resume + ": " +
+                          (skipped.empty()
+                               ? "no checkpoint in " + given
+                               : "every checkpoint in " + given + " is unreadable (" + std::to_string(skipped.size()) +
+                                     (skipped.size() == 1 ? " file" : " files") + ", see the warnings above)") +
+                          ": nothing to resume from; " +
+                          (automatic ? "move them away, or set trainer.resume=fresh to start again from step 0"
+                                     : "name a checkpoint, or set trainer.resume=fresh to start again from step 0"));
+  if (print) {
+    if (found.found())
+      std::printf("resume: %s\n", found.why.c_str());
+    else
+      std::printf("resume: no checkpoint in %s yet, starting fresh\n", given.c_str());
+  }
+  resume = found.path;
+  return found.file;
 }
 
 // A run directory made for this run, removed again (and the experiment's
@@ -152,13 +173,16 @@ class FreshRunDir {
 };
 
 // A checkpoint <out_dir>/<name>/<run>/checkpoints/x.ckpt continues in <run>;
-// anything else gets a new run directory (`fresh` is told).
+// anything else gets a new run directory (`fresh` is told). `resume`: the
+// real path (links resolved: through `latest` it is the run `latest` names,
+// and `latest` is pointed at that run, never at itself).
 std::string run_dir_for(const ExperimentConfig& cfg, const std::string& resume, FreshRunDir& fresh) {
   if (!resume.empty()) {
-    const fs::path run = fs::absolute(resume).parent_path().parent_path();
     std::error_code ec;
+    const fs::path run = fs::weakly_canonical(fs::absolute(resume), ec).parent_path().parent_path();
     const fs::path experiment = fs::path(cfg.trainer.out_dir) / cfg.name;
-    if (fs::equivalent(run.parent_path(), experiment, ec)) {
+    if (run.parent_path().filename() == experiment.filename() && fs::equivalent(run.parent_path(), experiment, ec) &&
+        run.filename() != "latest") {
       point_latest(experiment.string(), run.filename().string());
       return (experiment / run.filename()).string();
     }
@@ -298,8 +322,9 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   }
   const bool zero = dist.rank == 0;
   const std::string scratch = cfg.trainer.fast_dev_run.count > 0 ? fast_dev_run(cfg, zero) : "";
-  cfg.trainer.resume = resolve_resume(cfg, zero);
+  std::shared_ptr<const CheckpointFile> resume_file = resolve_resume(cfg, zero);
   Experiment exp = Experiment::build(cfg);
+  exp.resume_file = std::move(resume_file);
   const int threads = configure_threads(cfg.trainer.threads, dist.local_world_size);
   if (zero) print_banner(exp, threads);
   if (dist.world_size > 1) std::printf("%s\n", dist.describe().c_str());
@@ -374,7 +399,7 @@ void check_writable_dir(const std::string& dir, const std::string& what) {
 }  // namespace
 
 int validate(const std::string& config_path, const std::vector<std::string>& overrides) {
-  const ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
+  ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
   Experiment exp = Experiment::build(cfg);
   print_banner(exp, configure_threads(cfg.trainer.threads));
   const int64_t samples = give_data(exp, true);
@@ -386,15 +411,16 @@ int validate(const std::string& config_path, const std::vector<std::string>& ove
     fm.check_shape(exp.system->manifest().name, spec.shape);
     std::printf("quality score: plugin %s from %s\n", fm.plugin_name().c_str(), fm.checkpoint().c_str());
   }
-  if (!cfg.trainer.resume.empty() && cfg.trainer.resume != "auto" && cfg.trainer.resume != "fresh") {
-    const CheckpointMeta meta = read_checkpoint_meta(cfg.trainer.resume);
-    if (meta.plugin != exp.system->manifest().name)
-      throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" + meta.plugin +
-                            "', this config uses '" + exp.system->manifest().name + "'");
-  }
+  // The checkpoint train would resume from (trainer.resume resolved as train resolves it).
+  std::shared_ptr<const CheckpointFile> resume_file = resolve_resume(cfg, true);
+  if (resume_file && resume_file->meta().plugin != exp.system->manifest().name)
+    throw CheckpointError("checkpoint " + cfg.trainer.resume + " was written by plugin '" + resume_file->meta().plugin +
+                          "', this config uses '" + exp.system->manifest().name + "'");
   // What train checks before step 1: modules and optimizers (sections, parameters
   // no module holds), ema.modules, the resume checkpoint's shapes.
-  check_before_training(Experiment::build(cfg));
+  Experiment checked = Experiment::build(cfg);
+  checked.resume_file = std::move(resume_file);
+  check_before_training(std::move(checked));
   std::printf("%s: OK (plugin %s, %ld samples%s, batch %ld)\n", config_path.c_str(),
               exp.system->manifest().summary().c_str(), long(samples), exp.own_data ? " of its own data" : "",
               long(cfg.data.batch_size));
@@ -413,31 +439,14 @@ int list_plugins() {
   return 0;
 }
 
-namespace {
-
-// RUN_DIR/best (checkpoint.monitor's best.ckpt) or RUN_DIR/step_0001000 for
-// RUN_DIR/checkpoints/<name>.ckpt; a run or experiment directory for its
-// newest checkpoint; anything else as given.
-std::string resolve_checkpoint(const std::string& given) {
-  std::error_code ec;
-  const fs::path p(given);
-  if (fs::is_directory(p, ec)) {
-    const std::string newest = find_latest_checkpoint(given, nullptr);
-    return newest.empty() ? given : newest;
-  }
-  if (fs::exists(p, ec)) return given;
-  const fs::path in_run = p.parent_path() / "checkpoints" / (p.filename().string() + ".ckpt");
-  return fs::exists(in_run, ec) ? in_run.string() : given;
-}
-
-}  // namespace
-
 int sample(const SampleOptions& o) {
-  const std::string checkpoint = resolve_checkpoint(o.checkpoint);
+  const ResolvedCheckpoint resolved = require_checkpoint(o.checkpoint, CheckpointUse::kInference);
+  std::printf("checkpoint: %s\n", resolved.why.c_str());
+  const std::string& checkpoint = resolved.path;
   const std::string& out = o.output;
   const std::string& tensor_out = o.tensors;
   const int64_t n = o.n;
-  const TrainedSystem trained = Experiment::load_trained(checkpoint, torch::kCPU, o.plugin);
+  const TrainedSystem trained = Experiment::load_trained(*resolved.file, torch::kCPU, o.plugin);
   if (!trained.plugin_note.empty()) std::printf("%s\n", trained.plugin_note.c_str());
   const Experiment& exp = trained.experiment;
   if (trained.ema_tensors > 0)  // the run kept an EMA of its weights: sample with it, as its grids did
@@ -522,6 +531,10 @@ int run_command(const std::function<int()>& command) {
         "process more memory (ulimit -v, the job's --mem)");
   } catch (const std::exception& e) {
     print_error(e.what());
+  } catch (...) {  // plugin code is wrapped where it is called; this is the net under everything else
+    print_error(
+        "something threw a value that is not a std::exception (no message): a bug; please report it with the "
+        "command that ran");
   }
   return 1;
 }

@@ -47,7 +47,7 @@
 #include "gantry/errors.hpp"
 #include "io/png.hpp"
 #include "runtime/runtime.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/resolve.hpp"
 #include "train/experiment.hpp"
 
 namespace gantry::engine {
@@ -128,10 +128,10 @@ struct Model {
 
 // The caller holds the server's RNG lock: building a system draws its initial
 // weights from the global generator, which /v1/sample seeds.
-std::shared_ptr<Model> load_model(const std::string& checkpoint, const std::string& plugin) {
+std::shared_ptr<Model> load_model(const ResolvedCheckpoint& checkpoint, const std::string& plugin) {
   auto m = std::make_shared<Model>();
-  m->checkpoint = checkpoint;
-  m->trained = Experiment::load_trained(checkpoint, torch::kCPU, plugin);
+  m->checkpoint = checkpoint.path;
+  m->trained = Experiment::load_trained(*checkpoint.file, torch::kCPU, plugin);
   m->spec = m->system().data_spec();
   torch::NoGradGuard no_grad;
   GlobalRngGuard rng(torch::kCPU);
@@ -630,20 +630,6 @@ struct Connection : std::enable_shared_from_this<Connection> {
   }
 };
 
-std::string resolve_served_checkpoint(const std::string& given) {
-  std::error_code ec;
-  if (fs::is_directory(given, ec)) {
-    for (const fs::path& best : {fs::path(given) / "checkpoints" / "best.ckpt",              // a run directory
-                                 fs::path(given) / "latest" / "checkpoints" / "best.ckpt"})  // an experiment's
-      if (fs::exists(best, ec)) return fs::canonical(best, ec).string();
-    const std::string newest = find_latest_checkpoint(given, nullptr);
-    if (newest.empty()) throw Error(given + ": no valid checkpoint in it (a run or experiment directory, or a .ckpt)");
-    return newest;
-  }
-  if (!fs::exists(given, ec)) throw Error(given + ": no such checkpoint, run or experiment directory");
-  return given;
-}
-
 // What --watch compares: the checkpoint a directory resolves to, and its file's time and size.
 struct Seen {
   std::string path;
@@ -669,11 +655,23 @@ void watch(Server& server, const std::string& dir) {
     for (int64_t waited = 0; waited < server.o.watch_interval_ms && !stop_requested(); waited += 20)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (stop_requested()) return;
-    Seen now;
+    // The file the directory means now, compared by name, time and size
+    // before anything is read.
+    const std::vector<std::string> candidates = checkpoint_candidates(dir, CheckpointUse::kInference);
+    if (candidates.empty()) continue;  // between a run's start and its first checkpoint
+    Seen now = seen(candidates.front());
+    if (now == current || now == refused) continue;
+    ResolvedCheckpoint resolved;
     try {
-      now = seen(resolve_served_checkpoint(dir));
+      resolved = resolve_checkpoint(dir, CheckpointUse::kInference);
     } catch (const std::exception&) {
-      continue;  // between a run's start and its first checkpoint
+      continue;
+    }
+    if (!resolved.found()) continue;
+    if (resolved.path !=
+        now.path) {  // the first does not read (a file renamed in whole never will): the next that does
+      refused = now;
+      now = seen(resolved.path);
     }
     if (now == current || now == refused) continue;
     const std::shared_ptr<Model> old = server.current();
@@ -681,7 +679,7 @@ void watch(Server& server, const std::string& dir) {
       std::shared_ptr<Model> fresh;
       {
         std::lock_guard lock(server.rng_m);
-        fresh = load_model(now.path, server.o.plugin);
+        fresh = load_model(resolved, server.o.plugin);
       }
       if (fresh->input_shape != old->input_shape || fresh->output_shape != old->output_shape)
         throw Error("it maps " + serve::shape_json(fresh->input_shape) + " -> " +
@@ -717,7 +715,9 @@ int serve(const ServeOptions& o) {
   Server server(o);
   {
     std::lock_guard lock(server.rng_m);
-    server.set_model(load_model(resolve_served_checkpoint(o.checkpoint), o.plugin));
+    const ResolvedCheckpoint resolved = require_checkpoint(o.checkpoint, CheckpointUse::kInference);
+    std::printf("checkpoint: %s\n", resolved.why.c_str());
+    server.set_model(load_model(resolved, o.plugin));
   }
   const std::shared_ptr<Model> first = server.current();
   if (!first->trained.plugin_note.empty()) std::printf("%s\n", first->trained.plugin_note.c_str());

@@ -13,7 +13,7 @@
 #include "data/load_images.hpp"
 #include "runtime/runtime.hpp"
 #include "train/accelerator.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/resolve.hpp"
 
 namespace fs = std::filesystem;
 
@@ -153,19 +153,17 @@ double frechet_distance(const FeatureStats& a, const FeatureStats& b) {
 FeatureModel::FeatureModel(const std::string& where, torch::Device device, const std::string& key)
     : key_(key), device_(device) {
   std::error_code ec;
-  if (fs::is_directory(where, ec)) {
-    checkpoint_ = find_latest_checkpoint(where, nullptr);
-    if (checkpoint_.empty())
-      throw Error(key + ": no valid checkpoint in " + where +
-                  " (train the classifier first: gantry train configs/classifier_fashion_mnist.yaml)");
-  } else if (fs::exists(where, ec)) {
-    checkpoint_ = where;
-  } else {
+  if (!fs::exists(where, ec))
     throw Error(key + ": " + where +
                 " does not exist (train the classifier first: gantry train "
                 "configs/classifier_fashion_mnist.yaml; or name a classifier checkpoint, run or experiment directory)");
-  }
-  exp_ = Experiment::load_trained(checkpoint_, device).experiment;
+  // As sample and serve take it: a run's best.ckpt, else its newest valid checkpoint.
+  const ResolvedCheckpoint found = resolve_checkpoint(where, CheckpointUse::kInference);
+  if (!found.found())
+    throw Error(key + ": no valid checkpoint in " + where +
+                " (train the classifier first: gantry train configs/classifier_fashion_mnist.yaml)");
+  checkpoint_ = found.path;
+  exp_ = Experiment::load_trained(*found.file, device).experiment;
   try {
     exp_.system->check_features();
   } catch (const PluginError& e) {

@@ -79,7 +79,7 @@ GANTRY_CORE_EXPORT double kernel_distance(const torch::Tensor& real, const torch
 class GANTRY_CORE_EXPORT FeatureModel {
  public:
   /// `where`: a checkpoint file, a run directory or an experiment directory
-  /// (its newest valid checkpoint). Leaves the global generators as they
+  /// (its best.ckpt, else its newest valid checkpoint: checkpoint/resolve.hpp). Leaves the global generators as they
   /// were. Throws Error / PluginError naming `key` and the culprit.
   FeatureModel(const std::string& where, torch::Device device, const std::string& key);
 

@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "gantry/errors.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 #if GANTRY_WITH_CUDA
 #include "dist/cuda.hpp"
 #endif

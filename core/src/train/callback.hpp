@@ -28,7 +28,7 @@
 
 #include "data/data_loader.hpp"
 #include "train/accelerator.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 #include "train/model.hpp"
 #include "train/profile.hpp"
 

@@ -59,7 +59,12 @@ void Experiment::use_images(const ImageDataset& train, const ImageDataset* val) 
 }
 
 TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Device device, const std::string& plugin) {
-  const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
+  return load_trained(*CheckpointFile::read(checkpoint), device, plugin);
+}
+
+TrainedSystem Experiment::load_trained(const CheckpointFile& file, torch::Device device, const std::string& plugin) {
+  const std::string& checkpoint = file.path();
+  const CheckpointMeta& meta = file.meta();
   ExperimentConfig cfg = ExperimentConfig::parse(meta.config_yaml, checkpoint + " (config)");
   TrainedSystem t;
   const std::string recorded = cfg.system.plugin;
@@ -89,7 +94,7 @@ TrainedSystem Experiment::load_trained(const std::string& checkpoint, torch::Dev
     t.experiment = build(cfg);
   }
   t.modules = t.experiment.system->modules();
-  t.saved = load_checkpoint(checkpoint, t.experiment.system->name(), t.modules, {}, false);
+  t.saved = file.load(t.experiment.system->name(), t.modules, {}, false);
   if (cfg.ema.decay > 0) t.ema_tensors = load_ema_into(t.saved.extra, t.modules);
   for (auto& m : t.modules) {
     m.module->to(device);

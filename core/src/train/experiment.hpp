@@ -12,7 +12,7 @@
 #include "gantry/core_export.hpp"
 #include "gantry/system.hpp"
 #include "plugin/plugin_system.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 
 namespace gantry {
 
@@ -33,6 +33,10 @@ struct GANTRY_CORE_EXPORT Experiment {
   std::shared_ptr<const Dataset> train_data, val_data;
   std::string data_name;
   bool own_data = false;
+  /// The checkpoint config.trainer.resume names, when the caller has read it
+  /// already (train's resolution): the model restores from it without a
+  /// second read, then drops it. Null: the model reads config.trainer.resume.
+  std::shared_ptr<const CheckpointFile> resume_file;
 
   /// Throws ConfigError / PluginError with one line naming the culprit.
   static Experiment build(const ExperimentConfig& config);
@@ -50,6 +54,9 @@ struct GANTRY_CORE_EXPORT Experiment {
   /// The plugin: `plugin` when given (a path or a name); else the one the
   /// checkpoint's config names, or, when that path is gone (a moved build
   /// directory), the plugin of the checkpoint's name on the search path.
+  /// `file`: read once (checkpoint/resolve.hpp's resolution, or CheckpointFile::read).
+  static TrainedSystem load_trained(const CheckpointFile& file, torch::Device device, const std::string& plugin = "");
+  /// load_trained(*CheckpointFile::read(checkpoint), ...).
   static TrainedSystem load_trained(const std::string& checkpoint, torch::Device device,
                                     const std::string& plugin = "");
 };

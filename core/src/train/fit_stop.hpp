@@ -11,7 +11,7 @@
 
 #include "config/config.hpp"
 #include "gantry/core_export.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 
 namespace gantry {
 

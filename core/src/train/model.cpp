@@ -51,8 +51,12 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
         accel_.device().is_cuda() ? "CUDA" : "the CPU");
   for (const auto& o : optimizers_) built_lrs_[o.name] = group_lrs(*o.optimizer);
   if (!cfg().trainer.resume.empty()) {
-    resumed_ = load_checkpoint(cfg().trainer.resume, plugin_name(), modules_, optimizers_, true, accel_.dist().rank,
-                               accel_.device(), &resumed_meta_);
+    // train read it when it resolved trainer.resume: no second read (then the tensors go).
+    const std::shared_ptr<const CheckpointFile> file =
+        exp_.resume_file ? std::move(exp_.resume_file) : CheckpointFile::read(cfg().trainer.resume);
+    exp_.resume_file.reset();
+    resumed_meta_ = file->meta();
+    resumed_ = file->load(plugin_name(), modules_, optimizers_, true, accel_.dist().rank, accel_.device());
     StateDict state;
     const std::string prefix = kPluginStatePrefix;
     for (const auto& [key, t] : resumed_.extra)

@@ -13,7 +13,7 @@
 #include "gantry/errors.hpp"
 #include "runtime/runtime.hpp"
 #include "train/accelerator.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 #include "train/step_context.hpp"
 #include "train/trainer.hpp"
 

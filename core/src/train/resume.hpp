@@ -5,7 +5,7 @@
 #pragma once
 
 #include "config/config.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 
 namespace gantry {
 

@@ -9,7 +9,7 @@
 
 #include "dist/dist_env.hpp"
 #include "gantry/core_export.hpp"
-#include "train/checkpoint.hpp"
+#include "checkpoint/file.hpp"
 #include "train/experiment.hpp"
 
 namespace gantry {

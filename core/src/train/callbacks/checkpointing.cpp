@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "checkpoint/names.hpp"
 #include "train/callback.hpp"
 #include "train/model.hpp"
 #include "train/run_outputs.hpp"
@@ -38,11 +39,11 @@ std::string write_checkpoint(FitState& fit, const std::string& file_name) {
   for (auto& [key, t] : fit.model.plugin_state(fit.state.global_step))
     fit.state.extra[key] = t;         // the plugin's extra_state() (ABI 1.1)
   fit.out->flush_metrics(fit.state);  // metrics.csv's rows on disk, its column order in the state
-  const std::string path = (fs::path(fit.run_dir) / "checkpoints" / file_name).string();
+  const std::string path = (fs::path(fit.run_dir) / ckpt::kFolder / file_name).string();
   const auto& manifest = fit.model.system().manifest();
   save_checkpoint(path, fit.model.modules(), fit.model.optimizers(), fit.state,
                   {manifest.name, manifest.version, fit.cfg().to_yaml(), 0}, rng, cuda_rng);
-  fit.out->event("checkpoint", fit.state.global_step, (fs::path("checkpoints") / file_name).string());
+  fit.out->event("checkpoint", fit.state.global_step, (fs::path(ckpt::kFolder) / file_name).string());
   return path;
 }
 
@@ -55,15 +56,13 @@ class CheckpointCallback final : public Callback {
 
  private:
   static void save(FitState& fit, bool final) {
-    if (!fit.cfg().checkpoint.save_last) return;  // the best ones only (checkpoint.monitor)
-    char name[64];
-    std::snprintf(name, sizeof name, "step_%07ld.ckpt", long(fit.state.global_step));
+    if (!fit.cfg().checkpoint.save_last) return;                             // the best ones only (checkpoint.monitor)
     if (final && fit.last_checkpoint_step == fit.state.global_step) return;  // every rank alike: no collective
-    const std::string path = write_checkpoint(fit, name);
+    const std::string path = write_checkpoint(fit, ckpt::step_file(fit.state.global_step));
     fit.last_checkpoint_step = fit.state.global_step;
     if (!fit.out) return;
     fit.last_checkpoint = path;
-    prune_checkpoints((fs::path(fit.run_dir) / "checkpoints").string(), fit.cfg().checkpoint.keep_last);
+    ckpt::prune_steps((fs::path(fit.run_dir) / ckpt::kFolder).string(), fit.cfg().checkpoint.keep_last);
   }
 };
 

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "checkpoint/names.hpp"
 #include "train/callback.hpp"
 #include "train/run_outputs.hpp"
 
@@ -29,8 +30,8 @@ namespace gantry {
 
 namespace {
 
-constexpr const char* kBestSteps = "best.steps";
-constexpr const char* kBestValues = "best.values";
+constexpr const char* kBestSteps = ckpt::kBestStepsKey;
+constexpr const char* kBestValues = ckpt::kBestValuesKey;
 constexpr const char* kEarlyBest = "early.best";
 constexpr const char* kEarlyBestStep = "early.best_step";
 constexpr const char* kEarlyWait = "early.wait";
@@ -146,23 +147,13 @@ class MonitoredCallback final : public Callback {
       kept_.pop_back();
     }
     record(fit);
-    char name[64];
-    std::snprintf(name, sizeof name, "best_step_%07ld.ckpt", long(step));
-    write_checkpoint(fit, name);
+    write_checkpoint(fit, ckpt::best_file(step));
     if (!fit.out) return;
-    const fs::path dir = fs::path(fit.run_dir) / "checkpoints";
+    const fs::path dir = fs::path(fit.run_dir) / ckpt::kFolder;
     std::error_code ec;
-    for (const Kept& d : dropped) {
-      std::snprintf(name, sizeof name, "best_step_%07ld.ckpt", long(d.step));
-      fs::remove(dir / name, ec);
-    }
-    // best.ckpt -> the best, replaced atomically (a new link, renamed over the old).
-    std::snprintf(name, sizeof name, "best_step_%07ld.ckpt", long(kept_.front().step));
-    const fs::path tmp = dir / ".best.ckpt.tmp";
-    fs::remove(tmp, ec);
-    fs::create_symlink(name, tmp, ec);
-    if (!ec) fs::rename(tmp, dir / "best.ckpt", ec);
-    if (ec) std::printf("checkpoint.monitor: cannot link best.ckpt: %s\n", ec.message().c_str());
+    for (const Kept& d : dropped) fs::remove(dir / ckpt::best_file(d.step), ec);
+    if (const std::string failed = ckpt::link_best(dir.string(), kept_.front().step); !failed.empty())
+      std::printf("checkpoint.monitor: cannot link best.ckpt: %s\n", failed.c_str());
     std::printf("checkpoint.monitor: %s %s at step %ld is #%zu of the best %s\n", fit.cfg().checkpoint.monitor.c_str(),
                 number(value).c_str(), long(step), at + 1,
                 o.save_top_k < 0 ? "(all kept)" : std::to_string(o.save_top_k).c_str());
