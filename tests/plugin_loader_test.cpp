@@ -1,6 +1,7 @@
 // The loader against real plugins built by this tree: a good one and one for
 // each way a plugin can be wrong. Each wrong one is one clear PluginError.
 #include "config/config.hpp"
+#include "gantry/engine.hpp"
 #include "gantry/errors.hpp"
 #include "plugin/elf_manifest.hpp"
 #include "plugin/plugin_loader.hpp"
@@ -283,6 +284,8 @@ TEST(PluginSystem, EveryHookThatThrowsIsOneLineNamingPluginAndHook) {
               "plugin throws: validation_step failed at step 2: ", "validation_step");
   expect_line(train_throwing("lr_factor", 2),
               "plugin throws: the lr factor of optimizer sgd at t=1 failed: ", "lr_factor");
+  // The plugin's own dataset, called on the loader's thread (its 20th get(): batch 5).
+  expect_line(train_throwing("dataset_get", 10), "plugin throws: train_dataset get_batch failed: ", "dataset_get");
   std::string ckpt;
   ASSERT_EQ(train_throwing("none", 2, {}, &ckpt), "");
   expect_line(train_throwing("load_extra_state", 3, {"trainer.resume=" + ckpt}),
@@ -382,6 +385,52 @@ TEST(PluginSystem, APluginThreadRunningAtExitDoesNotCrashTheEnd) {
                                           dir.path());
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("done at step 5"), std::string::npos) << r.out << r.err;
+}
+
+// A plugin's dataset ran outside the door, on the loader's thread: its `throw
+// 42` reached the runner's top as an uncaught exception (std::terminate, 134,
+// "not in a plugin hook"), its segfault named no plugin. Now both are the one
+// line naming plugin and hook, and the run log's last record says failed.
+TEST(PluginSystem, APluginDatasetThatThrows42OrCrashesOnTheLoaderThreadIsNamed) {
+  struct Case {
+    const char* how;
+    int exit_code;
+    std::string line;
+  };
+  for (const Case& c :
+       {Case{"dataset_throw42", 1,
+             "gantry: error: plugin throws: train_dataset get_batch failed: it threw something that is not a "
+             "std::exception (no message)"},
+        Case{"dataset_segv", 128 + SIGSEGV,
+             "gantry: error: plugin throws crashed with SIGSEGV in train_dataset get_batch"}}) {
+    gantry::test::TempDir dir;
+    const auto r = gantry::test::run_gantry("train '" + kTinyConfig + "' system.plugin=" + plugin_path("throws") +
+                                                " system.throw_in=none system.crash=" + c.how +
+                                                " system.crash_after=1000 data.batch_size=4 trainer.max_steps=20",
+                                            dir.path(), "ulimit -c 0;");
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.how << "\n" << r.out << r.err;
+    int errors = 0;
+    for (const auto& line : gantry::test::lines_of(r.err)) errors += line.rfind("gantry: error: ", 0) == 0;
+    EXPECT_EQ(errors, 1) << c.how << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.line), std::string::npos) << c.how << "\n" << r.err;
+    std::string last_kind;
+    for (const auto& f : gantry::wire::replay((dir.path() / "runs/tiny/latest/stream.gantrylog").string()).frames) {
+      const gantry::wire::Message m = gantry::wire::decode(f);
+      if (const auto* e = std::get_if<gantry::wire::Event>(&m.payload)) last_kind = e->kind;
+    }
+    EXPECT_EQ(last_kind, "failed") << c.how;
+  }
+}
+
+// Whatever reaches the top of a command, a std::exception or not, is one line.
+TEST(PluginSystem, RunCommandTurnsAThrowOfAnyTypeIntoOneLine) {
+  testing::internal::CaptureStderr();
+  const int code = gantry::engine::run_command([]() -> int { throw 42; });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(err,
+            "gantry: error: something threw a value that is not a std::exception (no message): a bug; please "
+            "report it with the command that ran\n");
 }
 
 // A segfault in training_step (exit 139), std::abort or `throw 42` (134)

@@ -4,6 +4,8 @@
 // `plugin throws: <hook> failed[ at step N]: boom in <hook>` (PluginSystem).
 // `system.crash` (segv, abort, throw42) crashes training_step after
 // `system.crash_after` steps instead: a plugin bug the runner cannot catch;
+// throw_in or crash dataset_get, dataset_throw42, dataset_segv: the training
+// dataset's get() (on the loader's thread) from its 20th call on;
 // `system.hang_on_rank` R loops forever there on rank R (the process lives,
 // its heartbeat goes on). `system.slow_rank` R sleeps `system.slow_ms` in
 // each training_step on rank R from step `system.slow_from` to before
@@ -15,6 +17,7 @@
 // "epoch step i i ..." (the samples of each training batch) to P.rank<R>.
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -28,9 +31,16 @@ namespace {
 
 class Eight : public gantry::Dataset {
  public:
-  explicit Eight(int64_t n = 8) : n_(n) {}
+  // `fault`: "dataset_get" throws (TORCH_CHECK), "dataset_throw42" throws 42,
+  // "dataset_segv" crashes, in the 20th get() and after (the loader's thread).
+  explicit Eight(int64_t n = 8, std::string fault = "") : n_(n), fault_(std::move(fault)) {}
   int64_t size() const override { return n_; }
   gantry::Batch get(int64_t i) const override {
+    if (!fault_.empty() && ++gets_ >= 20) {
+      TORCH_CHECK(fault_ != "dataset_get", "boom in dataset_get");
+      if (fault_ == "dataset_throw42") throw 42;
+      if (fault_ == "dataset_segv") *static_cast<volatile int*>(nullptr) = 1;
+    }
     gantry::Batch b;
     b.input = torch::full({4}, double(i), torch::kFloat32);
     b.target = torch::full({1}, double(i) / 2, torch::kFloat32);
@@ -39,6 +49,8 @@ class Eight : public gantry::Dataset {
 
  private:
   int64_t n_;
+  std::string fault_;
+  mutable std::atomic<int64_t> gets_{0};
 };
 
 }  // namespace
@@ -134,7 +146,7 @@ class Throws : public gantry::System {
   void load_extra_state(const gantry::StateDict&) override { maybe("load_extra_state"); }
   std::shared_ptr<gantry::Dataset> train_dataset() override {
     maybe("train_dataset");
-    return std::make_shared<Eight>(samples_);
+    return std::make_shared<Eight>(samples_, throw_in_.rfind("dataset_", 0) == 0 ? throw_in_ : crash_);
   }
   std::shared_ptr<gantry::Dataset> val_dataset() override {
     maybe("val_dataset");

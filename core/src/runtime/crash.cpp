@@ -14,9 +14,12 @@ namespace gantry {
 
 namespace {
 
-std::atomic<const char*> g_plugin{nullptr};
-std::atomic<const char*> g_hook{nullptr};
-std::atomic<int64_t> g_step{-1};
+// The hook that runs now, per thread: the training thread's and the data
+// loader's (a plugin's dataset) are told apart. Static TLS (initial-exec): the
+// signal handler reads it without the allocation a dynamic TLS block may need.
+__thread const char* g_plugin __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread const char* g_hook __attribute__((tls_model("initial-exec"))) = nullptr;
+std::atomic<int64_t> g_step{-1};  // the training's step, for every thread's line
 std::atomic<int> g_log_fd{-1};
 std::atomic<const uint64_t*> g_last_seq{nullptr};
 std::atomic<bool> g_in_handler{false};
@@ -89,8 +92,8 @@ extern "C" void on_crash(int sig) {
 
 std::size_t crash_line(int sig, char* out, std::size_t cap) {
   Line l{out, cap};
-  const char* plugin = g_plugin.load();
-  const char* hook = g_hook.load();
+  const char* plugin = g_plugin;
+  const char* hook = g_hook;
   const int64_t step = g_step.load();
   l.add("gantry: error: ");
   if (hook && plugin) {
@@ -136,12 +139,12 @@ void crash_log_to(int fd, const uint64_t* last_seq) {
   g_log_fd.store(fd);
 }
 
-CrashScope::CrashScope(const char* plugin, const char* hook, int64_t step) : previous_hook_(g_hook.load()) {
-  g_plugin.store(plugin);
+CrashScope::CrashScope(const char* plugin, const char* hook, int64_t step) : previous_hook_(g_hook) {
+  g_plugin = plugin;
   if (step >= 0) g_step.store(step);
-  g_hook.store(hook);
+  g_hook = hook;
 }
 
-CrashScope::~CrashScope() { g_hook.store(previous_hook_); }
+CrashScope::~CrashScope() { g_hook = previous_hook_; }
 
 }  // namespace gantry

@@ -21,8 +21,9 @@ GANTRY_CORE_EXPORT void install_crash_handlers();
 /// the sequence number of its newest record, read at the crash. fd -1: none.
 GANTRY_CORE_EXPORT void crash_log_to(int fd, const uint64_t* last_seq);
 
-/// While alive: the plugin hook that runs now (its plugin and name: string
-/// literals or strings that outlive the scope) and the step, for the line.
+/// While alive: the plugin hook that runs now on this thread (its plugin and
+/// name: string literals or strings that outlive the scope) and the step, for
+/// the line (the training's step: a hook on another thread passes -1).
 class GANTRY_CORE_EXPORT CrashScope {
  public:
   CrashScope(const char* plugin, const char* hook, int64_t step);
