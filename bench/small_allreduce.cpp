@@ -26,7 +26,7 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
-#include "dist/distributed.hpp"
+#include "distributed/distributed.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <ATen/Version.h>
 
 #include "io/png.hpp"
-#include "io/files.hpp"
+#include "files/files.hpp"
 #include "runtime/runtime.hpp"
 #include "support.hpp"
 #include "wire/message.hpp"

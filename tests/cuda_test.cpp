@@ -8,7 +8,7 @@
 #include <map>
 #include <optional>
 
-#include "dist/distributed.hpp"
+#include "distributed/distributed.hpp"
 #include "support.hpp"
 #include "checkpoint/file.hpp"
 #include "train/trainer.hpp"

@@ -21,11 +21,11 @@
 
 #include <torch/torch.h>
 
-#include "dist/dist_env.hpp"
+#include "distributed/dist_env.hpp"
 #include "gantry/errors.hpp"
-#include "dist/distributed.hpp"
-#include "dist/rank_status.hpp"
-#include "dist/shm_allreduce.hpp"
+#include "distributed/distributed.hpp"
+#include "distributed/rank_status.hpp"
+#include "distributed/shm_allreduce.hpp"
 #include "runtime/runtime.hpp"
 #include "checkpoint/file.hpp"
 #include "train/trainer.hpp"

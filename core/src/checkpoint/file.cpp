@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "gantry/errors.hpp"
-#include "io/files.hpp"
+#include "files/files.hpp"
 #include "gantry/version.hpp"
 
 #include <yaml-cpp/yaml.h>

@@ -6,7 +6,7 @@
 //   5. SystemParams: the plugin's typed view of `system:`
 #include "config/config.hpp"
 
-#include "io/files.hpp"
+#include "files/files.hpp"
 
 #include <arpa/inet.h>
 

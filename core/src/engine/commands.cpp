@@ -21,12 +21,12 @@
 #include <cerrno>
 
 #include "config/config.hpp"
-#include "dist/dist_env.hpp"
-#include "io/files.hpp"
+#include "distributed/dist_env.hpp"
+#include "files/files.hpp"
 #include "io/run_dir.hpp"
 #include "data/image_grid.hpp"
 #include "data/load_images.hpp"
-#include "dist/distributed.hpp"
+#include "distributed/distributed.hpp"
 #include "gantry/version.hpp"
 #include "io/metrics_csv.hpp"
 #include "io/progress.hpp"

@@ -1,5 +1,4 @@
 #include "plugin/plugin_loader.hpp"
-#include "plugin/plugin_system.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -26,6 +25,7 @@
 #include <sstream>
 
 #include "gantry/errors.hpp"
+#include "runtime/runtime.hpp"
 
 namespace fs = std::filesystem;
 
@@ -309,6 +309,15 @@ std::shared_ptr<System> Plugin::create(const Params& params) const {
   ::dlopen(manifest_.path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   auto lib = lib_;  // the deleter keeps the library loaded until the System is gone
   return std::shared_ptr<System>(raw, [lib](System* s) { delete s; });
+}
+
+std::string plugin_failure(const std::string& plugin, const std::string& hook, int64_t step, const std::exception& e) {
+  std::string cause = error_text(e);  // a c10::Error's message without its backtrace
+  // A LibTorch error the plugin caught and rethrew as another type keeps its
+  // backtrace in what(): cut it there.
+  if (const size_t at = cause.find("\nException raised from "); at != std::string::npos) cause.resize(at);
+  return "plugin " + plugin + ": " + hook + " failed" + (step >= 0 ? " at step " + std::to_string(step) : "") + ": " +
+         cause;
 }
 
 }  // namespace gantry

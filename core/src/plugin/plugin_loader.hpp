@@ -70,4 +70,10 @@ GANTRY_CORE_EXPORT PluginManifest runner_manifest();
 /// PluginError with one line naming the file and both sides.
 GANTRY_CORE_EXPORT void check_plugin_file(const std::string& path, const ElfPlugin& elf);
 
+/// `plugin P: HOOK failed[ at step N]: CAUSE`, CAUSE the error's message
+/// without LibTorch's C++ backtrace: the line shape of every plugin failure
+/// (the constructor's, here, and every hook's, in PluginSystem).
+GANTRY_CORE_EXPORT std::string plugin_failure(const std::string& plugin, const std::string& hook, int64_t step,
+                                              const std::exception& e);
+
 }  // namespace gantry

@@ -10,15 +10,6 @@
 
 namespace gantry {
 
-std::string plugin_failure(const std::string& plugin, const std::string& hook, int64_t step, const std::exception& e) {
-  std::string cause = error_text(e);  // a c10::Error's message without its backtrace
-  // A LibTorch error the plugin caught and rethrew as another type keeps its
-  // backtrace in what(): cut it there.
-  if (const size_t at = cause.find("\nException raised from "); at != std::string::npos) cause.resize(at);
-  return "plugin " + plugin + ": " + hook + " failed" + (step >= 0 ? " at step " + std::to_string(step) : "") + ": " +
-         cause;
-}
-
 namespace {
 
 // Calls plugin code `f` under the one door's rules: a crash in it names the

@@ -90,9 +90,4 @@ class GANTRY_CORE_EXPORT PluginSystem {
   std::map<std::string, HookTime> times_;
 };
 
-/// `plugin P: HOOK failed[ at step N]: CAUSE`, CAUSE the error's message
-/// without LibTorch's C++ backtrace (the line shape of every plugin failure).
-GANTRY_CORE_EXPORT std::string plugin_failure(const std::string& plugin, const std::string& hook, int64_t step,
-                                              const std::exception& e);
-
 }  // namespace gantry

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "gantry/errors.hpp"
-#include "io/files.hpp"
+#include "files/files.hpp"
 #include "data/load_images.hpp"
 #include "runtime/runtime.hpp"
 #include "train/accelerator.hpp"

@@ -1,5 +1,7 @@
 #include "runtime/runtime.hpp"
 
+#include "files/files.hpp"
+
 #include <chrono>
 
 #include <dlfcn.h>
@@ -159,12 +161,10 @@ uint64_t raise_file_limit() {
 
 namespace {
 std::atomic<int> g_stop{0};
-char g_temp_file[4096];
-std::atomic<bool> g_temp_file_set{false};
 
 extern "C" void on_stop_signal(int sig) {
   if (sig == SIGINT && g_stop.load() == SIGINT) {  // second Ctrl-C: now, without a half-written file
-    if (g_temp_file_set.load()) ::unlink(g_temp_file);
+    remove_noted_temp_file();
     _exit(130);
   }
   // The first request wins: a preemption (USR1) followed by SLURM's SIGTERM
@@ -189,13 +189,6 @@ void install_stop_signals() {
   // without a checkpoint (docs/trainer.md: detach with nohup, setsid or tmux).
   sigaction(SIGHUP, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-}
-
-void note_temp_file(const char* path) {
-  g_temp_file_set.store(false);
-  if (!path || std::strlen(path) >= sizeof g_temp_file) return;
-  std::memcpy(g_temp_file, path, std::strlen(path) + 1);
-  g_temp_file_set.store(true);
 }
 
 bool requeue_follows(int sig) {

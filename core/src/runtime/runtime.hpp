@@ -61,14 +61,11 @@ GANTRY_CORE_EXPORT std::pair<uint64_t, uint64_t> file_limits();
 
 /// SIGINT / SIGTERM / SIGUSR1 / SIGUSR2 / SIGHUP ask the trainer to stop at
 /// the next step boundary and save (the handler only sets a flag); a second
-/// SIGINT exits at once with 130. SIGPIPE is ignored: a rank whose stdout reader
+/// SIGINT exits at once with 130, removing the temp file of a write in
+/// progress first (files/files.hpp, remove_noted_temp_file). SIGPIPE is ignored: a rank whose stdout reader
 /// died (its launcher, killed) must still save its checkpoint, and a failed
 /// write of a progress line is not fatal.
 GANTRY_CORE_EXPORT void install_stop_signals();
-/// The temp file an atomic write (write_file_atomic) is writing now; nullptr:
-/// none. A second Ctrl-C, which exits at once, removes it first (unlink is
-/// async-signal-safe): no 24 MB `step_*.ckpt.tmp.<pid>` is left behind.
-GANTRY_CORE_EXPORT void note_temp_file(const char* path);
 /// Whether a stop by `sig` is a preemption that a requeue follows: SIGUSR1 or
 /// SIGUSR2 (SLURM's --signal) inside a SLURM job (SLURM_JOB_ID set), where
 /// rank 0 calls `scontrol requeue`. Anywhere else nothing requeues the run:

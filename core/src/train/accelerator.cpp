@@ -5,7 +5,7 @@
 #include "gantry/errors.hpp"
 #include "checkpoint/file.hpp"
 #if GANTRY_WITH_CUDA
-#include "dist/cuda.hpp"
+#include "distributed/cuda.hpp"
 #endif
 
 namespace gantry {
@@ -142,7 +142,7 @@ class CudaAccelerator final : public Accelerator {
   }
 
   std::string grad_transport_name(const GradSync&) const override {
-    return "NCCL " + cuda::nccl_version() + " (c10d::Reducer, one GPU per rank)";
+    return "NCCL " + nccl_version_text(cuda::nccl_version()) + " (c10d::Reducer, one GPU per rank)";
   }
 
   std::vector<torch::Tensor> gather_rng_states() override {

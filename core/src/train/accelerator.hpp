@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "dist/dist_env.hpp"
-#include "dist/distributed.hpp"
+#include "distributed/dist_env.hpp"
+#include "distributed/distributed.hpp"
 #include "gantry/system.hpp"
 
 namespace gantry {

@@ -28,6 +28,7 @@
 
 #include "data/data_loader.hpp"
 #include "train/accelerator.hpp"
+#include "train/callback_slot.hpp"
 #include "checkpoint/file.hpp"
 #include "train/model.hpp"
 #include "train/profile.hpp"
@@ -130,24 +131,6 @@ class Callback {
   virtual void on_train_end(FitState&) {}
   virtual void on_fit_end(FitState&) {}
   virtual void on_exception(FitState&, const std::exception&) {}
-};
-
-/// Where a callback runs among the others, at every point, first to last.
-enum class CallbackSlot {
-  kEma,           ///< first: a batch's samples, rows and checkpoint see its EMA update
-  kRankStatus,    ///< every rank's status, before rank 0 writes rows
-  kSamples,       ///< before metrics: the final grid's logged values join the final row
-  kLrSchedulers,  ///< sets the lrs before each batch; before metrics: the lrs join each row
-  kThroughput,    ///< rank 0, trainer.log_throughput: samples/s, FLOP/s, MFU join each row
-  kMetrics,       ///< the row, after everything that adds to it
-  kProgress,      ///< after the row whose values it prints
-  kValidation,    ///< at an epoch's end: its own row, before the checkpoint
-  kQuality,       ///< its own row at its step, before the checkpoint
-  kHistograms,    ///< TensorBoard only, no row: the parameters and the gradients kept from the step
-  kMonitored,     ///< after every row of its step (training, validation, score): the best checkpoints, early stopping
-  kUser,          ///< added by whoever drives the Trainer (Trainer::add_callback)
-  kReplicas,      ///< before the checkpoint: diverged replicas fail the run before rank 0's copy is saved
-  kCheckpoint,    ///< last: a checkpoint holds what every other callback did at its step
 };
 
 /// The callbacks of one fit, called in the order of their slots (those of one

@@ -10,7 +10,7 @@
 #include "train/precision.hpp"
 #include "train/weight_layout.hpp"
 #if GANTRY_WITH_CUDA
-#include "dist/cuda.hpp"
+#include "distributed/cuda.hpp"
 #endif
 
 namespace gantry {

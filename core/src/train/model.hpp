@@ -15,7 +15,7 @@
 #include "train/accelerator.hpp"
 #include "checkpoint/file.hpp"
 #include "train/step_context.hpp"
-#include "train/trainer.hpp"
+#include "train/experiment.hpp"
 
 namespace gantry {
 

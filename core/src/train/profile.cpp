@@ -24,7 +24,7 @@
 
 #include "gantry/errors.hpp"
 #include "train/accelerator.hpp"
-#include "train/callback.hpp"
+#include "train/callback_slot.hpp"
 
 namespace gantry {
 
@@ -38,14 +38,7 @@ constexpr std::array kPartNames{
 };
 static_assert(kPartNames.size() == Profile::kParts);
 
-// By CallbackSlot (train/callback.hpp).
-constexpr std::array kSlotNames{
-    "callback: ema",        "callback: rank status", "callback: samples",   "callback: lr schedulers",
-    "callback: throughput", "callback: metrics",     "callback: progress",  "callback: validation",
-    "callback: quality",    "callback: histograms",  "callback: monitored", "callback: user",
-    "callback: replicas",   "callback: checkpoint",
-};
-static_assert(kSlotNames.size() == size_t(CallbackSlot::kCheckpoint) + 1, "a name for every CallbackSlot");
+constexpr const auto& kSlotNames = kCallbackSlotNames;  // train/callback_slot.hpp
 
 // The plugin's hooks outside training_step (they run inside the callbacks above).
 constexpr std::array kHookNames{

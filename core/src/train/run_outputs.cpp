@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "io/files.hpp"
+#include "files/files.hpp"
 #include "data/image_grid.hpp"
 #include "io/clock.hpp"
 

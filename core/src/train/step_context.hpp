@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/distributed.hpp"
+#include "distributed/distributed.hpp"
 #include "gantry/core_export.hpp"
 #include "optim/fused_adam.hpp"
 #include "train/profile.hpp"

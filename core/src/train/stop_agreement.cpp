@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "gantry/errors.hpp"
-#include "dist/distributed.hpp"
+#include "distributed/distributed.hpp"
 
 namespace gantry {
 

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "gantry/errors.hpp"
-#include "io/files.hpp"
+#include "files/files.hpp"
 #include "data/data_loader.hpp"
 #include "data/image_dataset.hpp"
 #include "runtime/runtime.hpp"

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/dist_env.hpp"
+#include "distributed/dist_env.hpp"
 #include "gantry/core_export.hpp"
 #include "checkpoint/file.hpp"
 #include "train/experiment.hpp"

@@ -12,7 +12,7 @@
 
 #include "io/clock.hpp"
 #if GANTRY_WITH_CUDA
-#include "dist/cuda.hpp"
+#include "distributed/cuda.hpp"
 #endif
 #include "train/callback.hpp"
 #include "train/model.hpp"

@@ -5,8 +5,8 @@
 // 0's ranks.csv holds every rank's final one; rank 0 prints the stragglers.
 #include <cstdio>
 
-#include "dist/gpu_probe.hpp"
-#include "dist/rank_status.hpp"
+#include "distributed/gpu_probe.hpp"
+#include "distributed/rank_status.hpp"
 #include "train/callback.hpp"
 #include "train/run_outputs.hpp"
 

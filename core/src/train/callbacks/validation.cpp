@@ -15,7 +15,7 @@
 
 #include "gantry/errors.hpp"
 
-#include "dist/distributed.hpp"
+#include "distributed/distributed.hpp"
 #include "optim/ema.hpp"
 #include "train/callback.hpp"
 #include "train/run_outputs.hpp"

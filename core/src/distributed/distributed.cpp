@@ -1,4 +1,4 @@
-#include "dist/distributed.hpp"
+#include "distributed/distributed.hpp"
 
 #include <unistd.h>
 
@@ -6,8 +6,8 @@
 #include <cstring>
 #include <random>
 
-#include "dist/counting_store.hpp"
-#include "dist/shm_allreduce.hpp"
+#include "distributed/counting_store.hpp"
+#include "distributed/shm_allreduce.hpp"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -37,7 +37,7 @@
 #include "gantry/errors.hpp"
 #include "runtime/runtime.hpp"
 #if GANTRY_WITH_CUDA
-#include "dist/cuda.hpp"
+#include "distributed/cuda.hpp"
 #endif
 
 namespace gantry {

@@ -1,4 +1,4 @@
-#include "dist/gpu_probe.hpp"
+#include "distributed/gpu_probe.hpp"
 
 #include <dlfcn.h>
 

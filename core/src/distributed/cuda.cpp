@@ -1,5 +1,4 @@
-#include "dist/cuda.hpp"
-#include "dist/distributed.hpp"
+#include "distributed/cuda.hpp"
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -49,7 +48,7 @@ std::string pci_bus_id(int index) {
   return id;
 }
 
-std::string nccl_version() { return nccl_version_text(torch::cuda::nccl::version()); }
+uint64_t nccl_version() { return torch::cuda::nccl::version(); }
 
 namespace {
 

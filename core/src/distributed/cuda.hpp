@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,8 +38,9 @@ std::string device_name(int index);
 /// whatever CUDA_VISIBLE_DEVICES renumbered.
 std::string pci_bus_id(int index);
 
-/// The NCCL version LibTorch was built with ("2.27.3"), for the "ddp:" line.
-std::string nccl_version();
+/// The NCCL version LibTorch was built with, packed (major << 32 | minor << 16
+/// | patch: distributed.hpp's nccl_version_text makes "2.27.3" of it).
+uint64_t nccl_version();
 
 /// `host` (pinned) copied to `device` on a copy stream of its own: the copy
 /// runs while the current (compute) stream still executes the kernels queued

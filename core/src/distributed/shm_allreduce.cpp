@@ -1,4 +1,4 @@
-#include "dist/shm_allreduce.hpp"
+#include "distributed/shm_allreduce.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

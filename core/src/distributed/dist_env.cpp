@@ -1,4 +1,4 @@
-#include "dist/dist_env.hpp"
+#include "distributed/dist_env.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>

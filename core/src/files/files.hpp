@@ -1,4 +1,6 @@
-// File-system helpers: atomic writes, bounded reads, stale temp files.
+// File-system helpers: atomic writes, bounded reads, stale temp files. The
+// bottom of core/src: it includes nothing of gantry's but its errors, and
+// config/, io/, runtime/ and the rest include it.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,11 @@ namespace gantry {
 /// fsync of the directory. A crash leaves either the old file or the new one,
 /// never half of one. Throws gantry::Error naming the path.
 GANTRY_CORE_EXPORT void write_file_atomic(const std::string& path, const std::string& bytes);
+
+/// Removes the temp file a write_file_atomic of this process is writing now,
+/// if any: async-signal-safe (unlink), for a signal handler that exits at once
+/// (a second Ctrl-C): no 24 MB `step_*.ckpt.tmp.<pid>` is left behind.
+GANTRY_CORE_EXPORT void remove_noted_temp_file();
 
 /// Removes write_file_atomic's temp files (`<name>.tmp.<pid>`) in `dir` and
 /// its direct sub-folders whose writer is gone (a process of this host that

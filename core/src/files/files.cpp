@@ -1,4 +1,4 @@
-#include "io/files.hpp"
+#include "files/files.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,13 +17,23 @@
 #include <sstream>
 
 #include "gantry/errors.hpp"
-#include "runtime/runtime.hpp"
 
 namespace fs = std::filesystem;
 
 namespace gantry {
 
 namespace {
+
+// The temp file write_file_atomic is writing now (remove_noted_temp_file).
+char g_temp_file[4096];
+std::atomic<bool> g_temp_file_set{false};
+
+void note_temp_file(const char* path) {
+  g_temp_file_set.store(false);
+  if (!path || std::strlen(path) >= sizeof g_temp_file) return;
+  std::memcpy(g_temp_file, path, std::strlen(path) + 1);
+  g_temp_file_set.store(true);
+}
 
 [[noreturn]] void fail(const std::string& what, const std::string& path) {
   throw Error("cannot " + what + " " + path + ": " + std::strerror(errno));
@@ -36,6 +47,10 @@ void fsync_dir(const fs::path& dir) {
 }
 
 }  // namespace
+
+void remove_noted_temp_file() {
+  if (g_temp_file_set.load()) ::unlink(g_temp_file);
+}
 
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   const fs::path target(path);

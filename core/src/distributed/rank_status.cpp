@@ -1,6 +1,6 @@
-#include "dist/rank_status.hpp"
+#include "distributed/rank_status.hpp"
 
-#include "dist/dist_env.hpp"
+#include "distributed/dist_env.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "dist/distributed.hpp"
-#include "dist/gpu_probe.hpp"
-#include "dist/shm_allreduce.hpp"
-#include "io/files.hpp"
+#include "distributed/distributed.hpp"
+#include "distributed/gpu_probe.hpp"
+#include "distributed/shm_allreduce.hpp"
+#include "files/files.hpp"
 #include "io/run_stream.hpp"
 #include "runtime/runtime.hpp"
 

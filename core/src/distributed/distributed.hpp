@@ -13,7 +13,7 @@
 
 #include <torch/types.h>
 
-#include "dist/dist_env.hpp"
+#include "distributed/dist_env.hpp"
 #include "gantry/core_export.hpp"
 
 namespace c10d {
