@@ -91,12 +91,16 @@ GANTRY_CORE_EXPORT int serve(const ServeOptions& options);
 /// What launching and SLURM rendering read of an experiment: the checked
 /// config's job-shaped keys.
 struct JobSettings {
-  std::string name;       ///< the experiment's name
-  std::string out_dir;    ///< trainer.out_dir
-  int64_t num_nodes = 1;  ///< trainer.num_nodes
-  int64_t devices = 1;    ///< trainer.devices (ranks per node)
-  int64_t threads = 0;    ///< trainer.threads (0: the cores / local ranks)
-  bool cuda = false;      ///< trainer.accelerator=cuda: a GPU per rank
+  std::string name;                   ///< the experiment's name
+  std::string out_dir;                ///< trainer.out_dir
+  int64_t num_nodes = 1;              ///< trainer.num_nodes
+  int64_t devices = 1;                ///< trainer.devices (ranks per node)
+  int64_t threads = 0;                ///< trainer.threads (0: the cores / local ranks)
+  bool cuda = false;                  ///< trainer.accelerator=cuda: a GPU per rank
+  int64_t max_steps = -1;             ///< trainer.max_steps
+  int64_t log_every_n_steps = 50;     ///< trainer.log_every_n_steps
+  int64_t val_every_n_steps = 0;      ///< trainer.val_every_n_steps
+  int64_t quality_every_n_steps = 0;  ///< metrics.quality_every_n_steps (0: no quality score)
   struct Slurm {
     std::string partition, time, mem, account, signal, template_path;
     int64_t cpus_per_task = 0;
@@ -125,6 +129,16 @@ struct LastMetrics {
   std::vector<std::string> values;
 };
 GANTRY_CORE_EXPORT LastMetrics last_metrics(const std::string& metrics_csv);
+
+/// One metric of a run's metrics.csv: each row's step and value where the
+/// row has one (a validation or quality row holds only its own columns), and
+/// the header. Empty when the file is missing.
+struct MetricSeries {
+  std::vector<std::string> columns;
+  std::vector<int64_t> steps;
+  std::vector<std::string> values;
+};
+GANTRY_CORE_EXPORT MetricSeries metric_series(const std::string& metrics_csv, const std::string& metric);
 
 /// The engine's file helpers, for what the runner writes (sbatch scripts, a
 /// sweep's status): an atomic write (temp, fsync, rename) and a bounded read

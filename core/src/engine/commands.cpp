@@ -364,7 +364,10 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
   if (!zero) return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
   // steps/s of this process's own batches (a resumed run's earlier ones ran elsewhere).
   const double steps_per_s = r.seconds > 0 ? double(r.steps_run) / r.seconds : 0;
-  std::printf("%s at step %ld (epoch %ld): %s, after %.1f s (%.1f steps/s)\n", r.stop_signal ? "stopped" : "done",
+  std::printf("%s at step %ld (epoch %ld): %s, after %.1f s (%.1f steps/s)\n",
+              r.stop_signal ? "stopped"
+              : r.paused    ? "paused"
+                            : "done",
               long(r.state.global_step), long(r.state.epoch), r.stop_reason.c_str(), r.seconds, steps_per_s);
   for (const auto& [name, v] : r.last_values) std::printf("  %s %.4f\n", name.c_str(), v);
   if (dist.world_size > 1)  // checked at the end by the replicas callback: a difference fails the fit
@@ -548,6 +551,10 @@ JobSettings load_job(const std::string& config_path, const std::vector<std::stri
   j.devices = cfg.trainer.devices;
   j.threads = cfg.trainer.threads;
   j.cuda = cfg.trainer.accelerator == AcceleratorKind::kCuda;
+  j.max_steps = cfg.trainer.max_steps;
+  j.log_every_n_steps = cfg.trainer.log_every_n_steps;
+  j.val_every_n_steps = cfg.trainer.val_every_n_steps;
+  j.quality_every_n_steps = cfg.metrics.quality_every_n_steps;
   const SlurmOptions& s = cfg.slurm;
   j.slurm = {s.partition, s.time, s.mem, s.account, s.signal, s.template_path, s.cpus_per_task, s.array_parallel};
   j.origins = cfg.origins;
@@ -573,6 +580,28 @@ LastMetrics last_metrics(const std::string& metrics_csv) {
       }
   }
   if (!any) return {};
+  return m;
+}
+
+MetricSeries metric_series(const std::string& metrics_csv, const std::string& metric) {
+  std::ifstream in(metrics_csv);
+  std::string header, line;
+  std::getline(in, header);
+  MetricSeries m;
+  if (header.empty()) return m;
+  m.columns = split_csv_line(header);
+  const auto at = std::find(m.columns.begin(), m.columns.end(), metric);
+  if (at == m.columns.end() || m.columns.empty() || m.columns[0] != "step") return m;
+  const size_t col = size_t(at - m.columns.begin());
+  while (std::getline(in, line)) {
+    const std::vector<std::string> cells = split_csv_line(line);
+    if (col >= cells.size() || cells[col].empty() || cells[0].empty()) continue;
+    char* end = nullptr;
+    const long long step = std::strtoll(cells[0].c_str(), &end, 10);
+    if (*end) continue;
+    m.steps.push_back(step);
+    m.values.push_back(cells[col]);
+  }
   return m;
 }
 

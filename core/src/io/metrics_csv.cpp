@@ -34,7 +34,7 @@ std::string header_of(const std::vector<std::string>& columns) {
 
 }  // namespace
 
-MetricsCsv::MetricsCsv(std::string path, std::vector<std::string> columns, int64_t drop_after)
+MetricsCsv::MetricsCsv(std::string path, std::vector<std::string> columns, int64_t drop_after, bool partial_at_drop)
     : path_(std::move(path)), columns_(std::move(columns)) {
   std::string header;
   {
@@ -51,7 +51,9 @@ MetricsCsv::MetricsCsv(std::string path, std::vector<std::string> columns, int64
     std::fputs(header_of(columns_).c_str(), file_);
     std::fflush(file_);
   } else {
+    drop_train_at_ = partial_at_drop ? drop_after : -1;
     rewrite(columns_, drop_after, nullptr);  // also learns each kind's last step
+    drop_train_at_ = -1;
   }
 }
 
@@ -102,6 +104,7 @@ void MetricsCsv::rewrite(const std::vector<std::string>& columns, int64_t keep_u
     }
     if (step > keep_up_to) continue;
     const std::string kind = row.cells.count("kind") ? row.cells["kind"] : "";
+    if (step == drop_train_at_ && kind == "train") continue;
     if (merge && !merged && std::to_string(step) == merge->cells.at("step") && kind == merge->cells.at("kind")) {
       for (const auto& [name, value] : merge->cells) row.cells[name] = value;
       merged = true;

@@ -31,7 +31,11 @@ class GANTRY_CORE_EXPORT MetricsCsv {
   /// `columns`: a new file's metric columns, in order (a resumed run's).
   /// `drop_after`: an existing file's rows after this step are dropped (a
   /// resumed run redoes them: no duplicates).
-  explicit MetricsCsv(std::string path, std::vector<std::string> columns = {}, int64_t drop_after = INT64_MAX);
+  /// `partial_at_drop`: the `train` row at that step is dropped too (the
+  /// run stopped between two log steps and wrote a partial row there; the
+  /// checkpoint kept its values, which the resumed run's next row holds).
+  explicit MetricsCsv(std::string path, std::vector<std::string> columns = {}, int64_t drop_after = INT64_MAX,
+                      bool partial_at_drop = false);
   ~MetricsCsv();
   MetricsCsv(const MetricsCsv&) = delete;
   MetricsCsv& operator=(const MetricsCsv&) = delete;
@@ -61,6 +65,7 @@ class GANTRY_CORE_EXPORT MetricsCsv {
   std::FILE* file_ = nullptr;
   std::vector<std::string> columns_;          // metric columns after step, epoch, wall_time, kind
   std::map<std::string, int64_t> last_step_;  // kind -> the step of its last row
+  int64_t drop_train_at_ = -1;                // the constructor's rewrite: this step's train row goes
 };
 
 }  // namespace gantry

@@ -50,7 +50,10 @@ class QualityCallback final : public Callback {
     if (fit.state.global_step % opt_.quality_every_n_steps == 0) score(fit);
   }
   void on_train_end(FitState& fit) override {
-    if (last_step_ != fit.state.global_step) score(fit);
+    // Not when a signal stopped it (a preemption: the resumed run scores at
+    // the steps an uninterrupted one does, and the stop is not held up).
+    constexpr int32_t kSignal = 3;  // FitStop::wish_code's kind
+    if (last_step_ != fit.state.global_step && (fit.agreed_wish >> 24) != kSignal) score(fit);
   }
 
  private:

@@ -20,7 +20,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -81,6 +83,37 @@ class MetricInterval {
   bool empty() const { return acc_.empty(); }
   void clear() { acc_.clear(); }
 
+  /// The checkpoint keeps what was logged since the last row (a stop between
+  /// two log steps), so that a resumed run's next row is the uninterrupted
+  /// run's: under kStatePrefix + "<index>/<name>", [reduce, value, count].
+  static constexpr const char* kStatePrefix = "metrics.interval/";
+  void to_state(std::map<std::string, torch::Tensor>& extra) const {
+    for (auto it = extra.begin(); it != extra.end();)
+      it = it->first.rfind(kStatePrefix, 0) == 0 ? extra.erase(it) : std::next(it);
+    char index[32];
+    for (size_t i = 0; i < acc_.size(); ++i) {
+      std::snprintf(index, sizeof index, "%04zu/", i);
+      extra[kStatePrefix + std::string(index) + acc_[i].name] = torch::tensor(
+          {double(static_cast<int>(acc_[i].reduce)), acc_[i].value, double(acc_[i].count)}, torch::kFloat64);
+    }
+  }
+  /// The interval a checkpoint kept (none: empty); keys in index order.
+  static MetricInterval from_state(const std::map<std::string, torch::Tensor>& extra) {
+    MetricInterval m;
+    const std::string prefix = kStatePrefix;
+    for (const auto& [key, t] : extra) {
+      if (key.rfind(prefix, 0) != 0 || t.numel() != 3 || key.size() < prefix.size() + 6) continue;
+      const torch::Tensor v = t.to(torch::kFloat64).contiguous();
+      const double* d = v.data_ptr<double>();
+      m.acc_.push_back({key.substr(prefix.size() + 5), static_cast<Reduce>(int(d[0])), d[1], int64_t(d[2])});
+    }
+    return m;
+  }
+  static bool in_state(const std::map<std::string, torch::Tensor>& extra) {
+    const auto it = extra.lower_bound(kStatePrefix);
+    return it != extra.end() && it->first.rfind(kStatePrefix, 0) == 0;
+  }
+
  private:
   struct Acc {
     std::string name;
@@ -111,6 +144,8 @@ struct FitState {
   EmaWeights* ema = nullptr;    ///< the weights' EMA when ema.decay > 0, the trainer's (samples are drawn with it)
   std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
   int64_t last_checkpoint_step = -1;  ///< its step (every rank)
+  bool interval_kept = false;  ///< at the fit's end: the checkpoint keeps the interval as it was before its last row
+  bool paused = false;         ///< from on_train_end: the run stops at trainer.pause_at_step (a resume goes on)
   std::string stop_now;  ///< set alike on every rank by a callback (early stopping): the loop stops after this batch
   HookTime checkpoint_writes;  ///< write_checkpoint's calls and time on this rank (fast_dev_run's report)
   Profile* profile = nullptr;  ///< the loop's parts, timed on every rank (the rank status reports them)

@@ -32,6 +32,18 @@ void FitStop::stop(const std::string& why) {
 void FitStop::at_start(const TrainState& s) {
   if (total_steps_ > 0 && s.global_step >= total_steps_)
     stop("already at step " + std::to_string(s.global_step) + " of " + std::to_string(total_steps_));
+  else if (t_.pause_at_step > 0 && s.global_step >= t_.pause_at_step) {
+    stop("already at step " + std::to_string(s.global_step) +
+         ", trainer.pause_at_step=" + std::to_string(t_.pause_at_step) + " (paused)");
+    paused_ = true;
+  }
+}
+
+void FitStop::pause_reached() {
+  // The ranks may have agreed on this rank's pause wish already (one rank
+  // does at once); paused unless another reason (max_steps, a signal) came first.
+  stop(limit("pause_at_step", std::to_string(t_.pause_at_step)) + " (paused: a resume goes on from here)");
+  paused_ = reason_.find("pause_at_step") != std::string::npos;
 }
 
 std::string FitStop::wish(const TrainState& s, double elapsed_s) {
@@ -40,6 +52,9 @@ std::string FitStop::wish(const TrainState& s, double elapsed_s) {
   if (t_.max_steps > 0 && s.global_step >= t_.max_steps) {
     why = limit("max_steps", std::to_string(t_.max_steps));
     wish_kind_ = 1;
+  } else if (t_.pause_at_step > 0 && s.global_step >= t_.pause_at_step) {
+    why = limit("pause_at_step", std::to_string(t_.pause_at_step)) + " (paused: a resume goes on from here)";
+    wish_kind_ = 5;
   } else if (max_time_ > 0 && elapsed_s >= max_time_) {
     why = limit("max_time", t_.max_time);
     wish_kind_ = 2;
@@ -72,6 +87,8 @@ std::string FitStop::describe_wish(int32_t code, const std::string& max_time) {
       return who + " was stopped by signal " + std::to_string(sig) + " (" + signal_name(sig) + ")";
     case 4:
       return who + "'s plugin asked to stop (its output says why)";
+    case 5:
+      return who + " reached trainer.pause_at_step";
     default:
       return "";
   }

@@ -37,7 +37,7 @@ class GANTRY_CORE_EXPORT FitStop {
   }
   /// This rank's last wish for the agreement: 0 for none, else
   /// kind << 24 | signal << 16 | rank (kind 1 max_steps, 2 max_time, 3 a
-  /// signal, 4 the plugin asked), so that the largest over the ranks names
+  /// signal, 4 the plugin asked, 5 trainer.pause_at_step), so that the largest over the ranks names
   /// one rank and why.
   int32_t wish_code(int rank) const;
   /// "rank 3 was stopped by signal 15 (SIGTERM)" for a wish code ("" for 0).
@@ -49,6 +49,11 @@ class GANTRY_CORE_EXPORT FitStop {
   void after_batch(bool agreed, bool max_steps_reached = false, int32_t wish = 0);
   /// A stop every rank decided alike after this batch (early stopping): at once.
   void now(const std::string& why) { stop(why); }
+  /// After the batch trainer.pause_at_step names (every rank reaches it at
+  /// the same batch): stop at once, paused (unless a limit ended it first).
+  void pause_reached();
+  /// Whether the run stops at trainer.pause_at_step: a resume goes on.
+  bool paused() const { return paused_; }
   /// After an epoch (`s.epoch` counts it): max_epochs.
   void after_epoch(const TrainState& s);
 
@@ -63,6 +68,7 @@ class GANTRY_CORE_EXPORT FitStop {
   int64_t total_steps_;
   double max_time_;
   bool done_ = false;
+  bool paused_ = false;
   std::string reason_;
   int wish_kind_ = 0, wish_signal_ = 0;  // this rank's last wish
   std::string plugin_reason_;            // ctx.request_stop's, "" for none

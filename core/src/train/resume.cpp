@@ -9,10 +9,11 @@ namespace gantry {
 
 namespace {
 
-// Changes that are not the run's own: where it resumes from, the stream
-// server, how it was submitted.
+// Changes that are not the run's own: where it resumes from and where it
+// pauses next, the stream server, how it was submitted.
 bool not_the_runs(const std::string& key) {
-  return key == "trainer.resume" || key.rfind("monitor.", 0) == 0 || key.rfind("slurm.", 0) == 0;
+  return key == "trainer.resume" || key == "trainer.pause_at_step" || key.rfind("monitor.", 0) == 0 ||
+         key.rfind("slurm.", 0) == 0;
 }
 
 // What decides which samples an epoch holds, and their order.

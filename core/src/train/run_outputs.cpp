@@ -74,7 +74,8 @@ RunOutputs::RunOutputs(const FitState& fit, int64_t batch_size_all_ranks)
       run_dir_(fit.run_dir),
       grid_rows_(fit.cfg().trainer.grid_rows),
       metrics_((fs::path(fit.run_dir) / "metrics.csv").string(), resumed_columns(fit.state),
-               fit.state.global_step > 0 ? fit.state.global_step : INT64_MAX),  // resumed: its rows after the step go
+               fit.state.global_step > 0 ? fit.state.global_step : INT64_MAX,  // resumed: its rows after the step go
+               fit.state.global_step > 0 && MetricInterval::in_state(fit.state.extra)),  // and a partial row at it
       stream_(fit.run_dir),
       progress_(Progress::parse_mode(fit.cfg().trainer.progress, stdout), fit.total_steps, fit.per_epoch,
                 batch_size_all_ranks) {

@@ -171,6 +171,7 @@ struct Trainer::Impl {
     const auto& t = cfg().trainer;
     const LoaderOptions lo = loader_options();
     FitState fit(*model, *accel, run_dir, model->resumed());
+    fit.interval = MetricInterval::from_state(fit.state.extra);  // a stop between log steps kept it
     fit.per_epoch = loader.batches_per_epoch();
     fit.batch_size = lo.batch_size;
     if (fit.per_epoch == 0)
@@ -371,10 +372,12 @@ struct Trainer::Impl {
           stop.plugin_request(asked);
         }
         const bool max_steps_reached = t.max_steps > 0 && s.global_step >= t.max_steps;
+        const bool pause_reached = t.pause_at_step > 0 && s.global_step >= t.pause_at_step;
         const bool image_due = every(t.image_every_n_steps), ckpt_due = every(cfg().checkpoint.every_n_steps);
         // Read now when a callback needs the values (the same batches on every
         // rank: the sync all-reduce is a collective), or always (CPU default).
-        const bool read_now = !defer || every(t.log_every_n_steps) || image_due || ckpt_due || max_steps_reached;
+        const bool read_now =
+            !defer || every(t.log_every_n_steps) || image_due || ckpt_due || max_steps_reached || pause_reached;
         std::optional<Profile::Scope> sync_timed(std::in_place, prof, Profile::kSync);
         const std::string bad = read_now ? read_pending(pending, fit) : "";
         const std::string wish = stop.wish(s, time_before + elapsed());  // why this rank wants to stop ("" if not)
@@ -392,6 +395,7 @@ struct Trainer::Impl {
           callbacks.call(&Callback::on_checkpoint_step, fit);
         }
         stop.after_batch(agreed.stop, max_steps_reached, agreed.wish);
+        if (pause_reached) stop.pause_reached();            // every rank at this batch, as max_steps
         if (!fit.stop_now.empty()) stop.now(fit.stop_now);  // early stopping: every rank alike
         if (tracer && s.global_step >= trace_from + t.profile_steps) end_trace();
       }
@@ -417,10 +421,15 @@ struct Trainer::Impl {
     result.seconds = elapsed();
     result.steps_run = s.global_step - first_step;
     result.stop_reason = stop.reason();
+    result.paused = fit.paused = stop.paused();
     agreement.finish(s.global_step);
     callbacks.call(&Callback::on_train_end, fit);
     accel->broadcast(buffers);  // a collective: every rank has published its final status
     record_time();
+    // The interval since the last row, before the metrics callback writes it
+    // as a row of its own: a resume drops that row and goes on from this.
+    fit.interval.to_state(s.extra);
+    fit.interval_kept = true;
     callbacks.call(&Callback::on_fit_end, fit);
     if (profile && profile->table()) {  // a collective: every rank's rows to rank 0
       const std::string table = profile->report(*accel, model->system().hook_times(), elapsed());
@@ -435,8 +444,12 @@ struct Trainer::Impl {
       const int sig = result.stop_signal;
       out->event(requeue_follows(sig) ? "requeued"
                  : sig                ? "stopped"
+                 : result.paused      ? "paused"
                                       : "finished",
-                 s.global_step, sig ? "stopped by signal " + std::to_string(sig) : "finished");
+                 s.global_step,
+                 sig             ? "stopped by signal " + std::to_string(sig)
+                 : result.paused ? stop.reason()
+                                 : "finished");
       out->flush();
     }
     result.state = s;

@@ -22,6 +22,7 @@ struct FitResult {
   std::string last_checkpoint;                              ///< path of the final checkpoint ("" if none)
   int stop_signal = 0;                                      ///< the signal that stopped it early, or 0
   std::string stop_reason;  ///< what ended it: "trainer.max_steps=1500 reached", "signal 15", ...
+  bool paused = false;      ///< it stopped at trainer.pause_at_step (a checkpoint there; a resume goes on)
   int64_t steps_run = 0;    ///< batches trained by this fit (a resumed run's own, not the total)
   /// This rank's calls into the plugin by hook (PluginSystem::hook_times),
   /// and "(checkpoint writes)": write_checkpoint's.

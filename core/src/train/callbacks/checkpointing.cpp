@@ -37,7 +37,8 @@ std::string write_checkpoint(FitState& fit, const std::string& file_name) {
   for (auto& [key, t] : fit.model.accumulation_state()) extra[key] = t;
   if (!fit.out) return "";
   for (auto& [key, t] : fit.model.plugin_state(fit.state.global_step))
-    fit.state.extra[key] = t;         // the plugin's extra_state() (ABI 1.1)
+    fit.state.extra[key] = t;                                      // the plugin's extra_state() (ABI 1.1)
+  if (!fit.interval_kept) fit.interval.to_state(fit.state.extra);  // logged since the last row: a resume's next row
   fit.out->flush_metrics(fit.state);  // metrics.csv's rows on disk, its column order in the state
   const std::string path = (fs::path(fit.run_dir) / ckpt::kFolder / file_name).string();
   const auto& manifest = fit.model.system().manifest();
