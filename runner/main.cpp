@@ -2,6 +2,7 @@
 //   gantry train CONFIG [key=value ...]      train an experiment
 //   gantry launch -n N CONFIG [key=value ...] N local ranks of data-parallel training
 //   gantry submit CONFIG [key=value ...] [--dry-run] [--wait]   render slurm/ and sbatch it
+//   gantry search CONFIG key=DIST ... --trials N --budget S --metric M   ASHA over the space (docs/search.md)
 //   gantry validate CONFIG [key=value ...]   check config, plugin and data without training
 //   gantry plugins                            list the plugins found, with their manifests
 //   gantry keys                               every config key: values, default, meaning
@@ -18,6 +19,7 @@
 #include "gantry_build_info.hpp"
 #include "launch.hpp"
 #include "submit.hpp"
+#include "search.hpp"
 #include "sweep.hpp"
 
 using namespace gantry;
@@ -77,6 +79,31 @@ int main(int argc, char** argv) {
   sweep_cmd->add_flag("--summary", so.summary_only, "Only print the table of what has run (e.g. after an array job)");
   sweep_cmd->add_flag("--array-task", so.array_task,
                       "Run only point SLURM_ARRAY_TASK_ID (the command gantry submit --sweep writes)");
+
+  search::SearchOptions se;
+  auto* search_cmd = app.add_subcommand(
+      "search",
+      "Search the space of key=DIST overrides (loguniform(a,b), uniform(a,b), int(a,b), choice(x,y)) with "
+      "asynchronous successive halving; rerun to continue (docs/search.md)");
+  search_cmd->add_option("config", config, "Experiment YAML")->required();
+  search_cmd->add_option("overrides", overrides, "key=value (every trial) or key=DIST (searched)");
+  search_cmd->add_option("--method", se.method, "asha (pause at rungs, promote the top 1/eta) or random (no rungs)")
+      ->check(CLI::IsMember({"asha", "random"}));
+  search_cmd->add_option("--trials", se.trials, "Trials sampled")->required()->check(CLI::Range(1, 100000));
+  search_cmd->add_option("--budget", se.budget, "Steps of a trial that runs to the end (the last rung)")
+      ->required()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 50));
+  search_cmd->add_option("--metric", se.metric, "The metrics.csv column rungs compare (quality_fd)")->required();
+  search_cmd->add_flag("--max", se.maximize, "Larger is better (default: smaller)");
+  search_cmd->add_flag("--min", "Smaller is better (the default)");
+  search_cmd->add_option("--parallel,-j", se.parallel, "Trials at a time (the cores are divided)")
+      ->check(CLI::Range(1, 256));
+  search_cmd->add_option("--rung", se.rung, "The first rung's steps (default: budget / eta^2)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 50));
+  search_cmd->add_option("--eta", se.eta, "The halving factor: the top 1/eta of a rung go on (default 3)")
+      ->check(CLI::Range(int64_t(2), int64_t(1000)));
+  search_cmd->add_option("--seed", se.seed, "The sampler's seed (default 0)");
+  search_cmd->add_flag("--summary", se.summary_only, "Only print the leaderboard of what has run");
 
   auto* validate = app.add_subcommand("validate", "Check a config, its plugin and data without training");
   validate->add_option("config", config, "Experiment YAML")->required();
@@ -160,6 +187,10 @@ int main(int argc, char** argv) {
     if (*sweep_cmd) {
       so.gantry_exe = boost::dll::program_location().string();
       return sweep(config, overrides, so);
+    }
+    if (*search_cmd) {
+      se.gantry_exe = boost::dll::program_location().string();
+      return run_search(config, overrides, se);
     }
     if (*submit_cmd)
       return submit(config, overrides, dry_run, wait, boost::dll::program_location().string(), submit_sweep);

@@ -1,0 +1,298 @@
+// `gantry search`: the driver that runs a search's trials on this node.
+//
+//   gantry search configs/gan_fashion_mnist_quality.yaml system.lr='loguniform(1e-5,1e-3)'
+//       --method asha --trials 27 --budget 2700 --metric quality_fd --parallel 2
+//
+// Each trial is `gantry train CONFIG fixed... values... name=trial_NNNN
+// trainer.out_dir=<out_dir>/<name>/search trainer.resume=auto
+// trainer.max_steps=<budget> trainer.pause_at_step=<rung>`: an ordinary run
+// that stops at its rung with a checkpoint (a pause: schedules still count to
+// the budget) and, promoted, goes on from it exactly. Its score is its
+// metrics.csv row at the rung. The journal (search/state.hpp) records every
+// decision before it is acted on; a rerun of the same command reads it and
+// goes on: finished trials stay finished, interrupted ones resume from their
+// checkpoints. Trials run K at a time with the cores divided among them, each
+// in its own process group (the terminal's Ctrl-C reaches the search, which
+// forwards it once: every running trial checkpoints and stops).
+#include "search.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "gantry/errors.hpp"
+#include "launch.hpp"
+#include "search/asha.hpp"
+#include "search/journal.hpp"
+#include "search/summary.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gantry {
+
+using namespace gantry::search;
+
+namespace {
+
+std::atomic<int> g_search_signal{0};
+extern "C" void on_search_signal(int sig) { g_search_signal.store(sig); }
+
+struct Running {
+  int trial = -1;
+  pid_t pid = -1;
+  int64_t target = 0;
+};
+
+std::string last_line_of(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+std::string metrics_csv(const Plan& p, int t) { return (p.trial_dir(t) / "latest" / "metrics.csv").string(); }
+
+// gantry train (or gantry launch -n devices) for one trial, in a child of its own.
+pid_t start_trial(const Plan& p, const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t driver = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a killed search takes its trials with it (each checkpoints)
+  if (::getppid() != driver) ::_exit(143);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+  }
+  ::setpgid(0, 0);
+  if (p.devices == 1) {
+    exec_train(p.opt.gantry_exe, p.config, args);
+  } else {
+    std::vector<std::string> argv = {p.opt.gantry_exe, "launch", "-n", std::to_string(p.devices), p.config};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> c;
+    for (auto& a : argv) c.push_back(a.data());
+    c.push_back(nullptr);
+    ::execv(p.opt.gantry_exe.c_str(), c.data());
+  }
+  std::fprintf(stderr, "gantry search: cannot run %s: %s\n", p.opt.gantry_exe.c_str(), std::strerror(errno));
+  ::_exit(127);
+}
+
+// The journal's settings against this command's: the same search, or one line saying what differs.
+void check_settings(Journal& j, const Plan& p) {
+  const auto want = p.settings();
+  const SearchState& s = j.state();
+  if (s.settings.empty()) {
+    std::vector<std::string> f = {"search"};
+    for (const auto& [k, v] : want) f.push_back(k + "=" + v);
+    j.append(f);
+    return;
+  }
+  bool scored = false;
+  for (const auto& t : s.trials) scored |= !t.scores.empty();
+  std::vector<std::string> changed;
+  for (const auto& [k, v] : want) {
+    const auto it = s.settings.find(k);
+    const std::string before = it == s.settings.end() ? "" : it->second;
+    if (before == v) continue;
+    if (!scored && (k == "metric" || k == "mode")) {  // no decision read it yet: a corrected --metric
+      changed.push_back(k + "=" + v);
+      continue;
+    }
+    throw ConfigError("gantry search: " + p.dir.string() + " holds a search whose " + k + " is '" + before +
+                      "', not '" + v + "': rerun it with its own settings, or give this one another name=");
+  }
+  if (!changed.empty()) {
+    changed.insert(changed.begin(), "search");
+    j.append(changed);
+  }
+}
+
+// Trials the journal says are running belong to a search that was killed:
+// their processes got SIGTERM with it and checkpoint; wait for them to be
+// gone (their run directory's lock), then they go on first.
+// A trial that failed (a crash, a kill) is tried again, as gantry sweep does:
+// one more attempt each time the search runs.
+void recover(Journal& j, const Plan& p) {
+  for (const Trial& t : j.state().trials) {
+    if (t.status == Status::kFailed) {
+      std::printf("search: %s: failed in an earlier run of the search (%s): tried again\n", trial_name(t.id).c_str(),
+                  t.note.c_str());
+      j.append({"end", std::to_string(t.id), "interrupted", "tried again: it failed in an earlier run of the search"});
+      continue;
+    }
+    if (t.status != Status::kRunning) continue;
+    if (t.score_at(t.target)) {  // killed between its score and its end: it reached its target
+      j.append({"end", std::to_string(t.id), t.target >= p.opt.budget ? "done" : "paused", ""});
+      continue;
+    }
+    for (int i = 0; i < 600 && t.pid > 0 && ::kill(pid_t(t.pid), 0) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    j.append({"end", std::to_string(t.id), "interrupted", "the search stopped while it ran"});
+    std::printf("search: %s: interrupted (the search was stopped): it goes on from its checkpoint\n",
+                trial_name(t.id).c_str());
+  }
+}
+
+// The values of trial `id`, drawn from its own generator.
+std::vector<std::string> sample_trial(const Plan& p, int id) {
+  std::mt19937_64 rng = trial_rng(p.opt.seed, uint64_t(id), 0);
+  std::vector<std::string> f = {"new", std::to_string(id)};
+  for (const auto& d : p.space) f.push_back(d.key + "=" + d.sample(rng));
+  return f;
+}
+
+std::string values_text(const Trial& t) {
+  std::string s;
+  for (const auto& o : t.overrides) s += (s.empty() ? "" : " ") + o.substr(o.rfind('.', o.find('=')) + 1);
+  return s;
+}
+
+// After trial r ended with `code`: its score at the target, or why it has none.
+// Returns a line that ends the whole search ("" to go on).
+std::string record_end(Journal& j, const Plan& p, const Running& r, int code, bool stopping) {
+  const std::string id = std::to_string(r.trial), name = trial_name(r.trial);
+  const fs::path log = p.trial_log(r.trial);
+  if (code != 0) {
+    const std::string last = last_line_of(log);
+    std::string status = stopping ? "interrupted" : "failed";
+    if (!stopping && (last.find("NaN") != std::string::npos || last.find("nan") != std::string::npos))
+      status = "stopped";  // diverged: a NaN/Inf metric ended it
+    j.append({"end", id, status, stopping ? "the search was stopped" : last});
+    std::printf("search: %s: %s%s\n", name.c_str(), status.c_str(), stopping ? "" : (": " + last).c_str());
+    return "";
+  }
+  const engine::MetricSeries m = engine::metric_series(metrics_csv(p, r.trial), p.opt.metric);
+  if (std::find(m.columns.begin(), m.columns.end(), p.opt.metric) == m.columns.end()) {
+    std::string logged;
+    for (const auto& c : m.columns)
+      if (c != "step" && c != "epoch" && c != "wall_time" && c != "kind") logged += (logged.empty() ? "" : ", ") + c;
+    j.append({"end", id, "interrupted", "no " + p.opt.metric + " in its metrics.csv"});
+    return "gantry search: --metric " + p.opt.metric + ": " + name + " logs no such metric (its metrics.csv has " +
+           (logged.empty() ? std::string("none") : logged) + "); rerun with --metric set to one of them";
+  }
+  int64_t step = -1;
+  std::string value;
+  for (size_t i = 0; i < m.steps.size(); ++i)
+    if (m.steps[i] <= r.target) step = m.steps[i], value = m.values[i];
+  if (step < 0) {
+    j.append({"end", id, "failed", "metrics.csv has no " + p.opt.metric + " by step " + std::to_string(r.target)});
+    std::printf("search: %s: failed: no %s by step %ld\n", name.c_str(), p.opt.metric.c_str(), long(r.target));
+    return "";
+  }
+  const double v = std::strtod(value.c_str(), nullptr);
+  const Trial& t = j.state().trials[size_t(r.trial)];
+  if (!t.score_at(step)) j.append({"score", id, std::to_string(step), std::isfinite(v) ? value : "nan"});
+  if (!std::isfinite(v)) {
+    j.append({"end", id, "stopped", "diverged: " + p.opt.metric + " is " + value + " at step " + std::to_string(step)});
+    std::printf("search: %s: stopped: diverged (%s %s at step %ld)\n", name.c_str(), p.opt.metric.c_str(),
+                value.c_str(), long(step));
+    return "";
+  }
+  const bool done = r.target >= p.opt.budget || step < r.target;  // the budget, or it ended by itself
+  const std::string why = step < r.target ? "ended at step " + std::to_string(step) + ": " + last_line_of(log) : "";
+  j.append({"end", id, done ? "done" : "paused", why});
+  std::printf("search: %s: %s at step %ld, %s %s\n", name.c_str(), done ? "done" : "paused", long(step),
+              p.opt.metric.c_str(), value.c_str());
+  return "";
+}
+
+}  // namespace
+
+int run_search(const std::string& config, const std::vector<std::string>& args, const SearchOptions& opt) {
+  const Plan p = make_plan(config, args, opt);
+  const fs::path journal_path = p.dir / "journal";
+  if (opt.summary_only) {
+    const Journal j(journal_path, false);
+    if (j.state().settings.empty()) throw Error("gantry search --summary: no search has run in " + p.dir.string());
+    print_summary(j.state(), p);
+    return 0;
+  }
+  std::error_code ec;
+  fs::create_directories(p.dir, ec);
+  if (ec) throw Error("cannot create " + p.dir.string() + ": " + ec.message());
+  Journal j(journal_path, true);
+  if (!j.note().empty()) std::printf("search: journal %s: %s\n", journal_path.c_str(), j.note().c_str());
+  check_settings(j, p);
+  recover(j, p);
+  const Asha asha{p.rungs, opt.eta, opt.trials, opt.maximize};
+  const int slots = std::min(opt.parallel, opt.trials);
+  const int threads = std::max(1, engine::available_cores() / (slots * int(p.devices)));
+  std::string rung_text;
+  for (const int64_t r : p.rungs) rung_text += (rung_text.empty() ? "" : ", ") + std::to_string(r);
+  std::printf(
+      "search: %s, %d trials over %zu %s of %s, rungs at steps %s, %s %s; %zu trials in the journal; %d at a "
+      "time%s\n",
+      opt.method.c_str(), opt.trials, p.space.size(), p.space.size() == 1 ? "key" : "keys", config.c_str(),
+      rung_text.c_str(), opt.maximize ? "max" : "min", opt.metric.c_str(), j.state().trials.size(), slots,
+      p.threads_given ? "" : (", " + std::to_string(threads) + " threads each").c_str());
+  std::fflush(stdout);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_search_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::vector<Running> running;
+  bool forwarded = false;
+  std::string fatal;
+  while (true) {
+    const int sig = g_search_signal.load();
+    if ((sig || !fatal.empty()) && !forwarded) {
+      forwarded = true;
+      if (sig)
+        std::printf("search: signal %d: stopping the running trials at their next step (each saves a checkpoint)\n",
+                    sig);
+      std::fflush(stdout);
+      for (const auto& r : running) ::kill(r.pid, sig ? sig : SIGTERM);
+    }
+    while (!forwarded && int(running.size()) < slots) {
+      const Action a = asha.next(j.state());
+      if (a.kind == Action::Kind::kNone) break;
+      if (a.kind == Action::Kind::kNew && size_t(a.trial) == j.state().trials.size())
+        j.append(sample_trial(p, a.trial));
+      const Trial& t = j.state().trials[size_t(a.trial)];
+      const char* how = t.status == Status::kInterrupted ? "goes on" : t.scores.empty() ? "started" : "promoted";
+      const pid_t pid = start_trial(p, p.train_args(t, a.target, threads), p.trial_log(t.id));
+      j.append({"run", std::to_string(t.id), std::to_string(a.target), std::to_string(pid)});
+      running.push_back({t.id, pid, a.target});
+      std::printf("search: %s: %s to step %ld (%s; log %s)\n", trial_name(t.id).c_str(), how, long(a.target),
+                  values_text(t).c_str(), p.trial_log(t.id).c_str());
+      std::fflush(stdout);
+    }
+    if (running.empty()) break;
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    const auto it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.pid == pid; });
+    if (it == running.end()) continue;
+    const Running r = *it;
+    running.erase(it);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const std::string line = record_end(j, p, r, code, forwarded && fatal.empty());
+    if (!line.empty() && fatal.empty()) fatal = line;
+    std::fflush(stdout);
+  }
+  print_summary(j.state(), p);
+  if (!fatal.empty()) throw ConfigError(fatal);
+  if (forwarded) return 128 + g_search_signal.load();
+  return j.state().count(Status::kFailed) ? 1 : 0;
+}
+
+}  // namespace gantry

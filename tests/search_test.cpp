@@ -1,0 +1,355 @@
+// gantry search: the space, the journal, ASHA's decisions (unit), and the
+// command itself on the SDK's tiny plugin: a promoted trial ends bit for bit
+// as an uninterrupted run of its values, kill -9 of the search and rerun
+// continues, bad input is one line before any trial runs.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "gantry/errors.hpp"
+#include "search/asha.hpp"
+#include "search/journal.hpp"
+#include "search/plan.hpp"
+#include "search/space.hpp"
+#include "support.hpp"
+#include "wire/record_log.hpp"
+
+using namespace gantry::search;
+using gantry::test::TempDir;
+
+namespace {
+
+std::string parse_error(const std::string& key, const std::string& value) {
+  try {
+    parse_dimension(key, value);
+  } catch (const gantry::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(SearchSpace, ParsesEachDistributionAndNamesWhatIsWrong) {
+  const Dimension lr = parse_dimension("system.lr", "loguniform(1e-5,1e-3)");
+  EXPECT_EQ(lr.kind, Dimension::Kind::kLogUniform);
+  EXPECT_EQ(lr.low, 1e-5);
+  EXPECT_EQ(lr.high, 1e-3);
+  EXPECT_EQ(parse_dimension("data.batch_size", "choice(32, 64,128)").values,
+            (std::vector<std::string>{"32", "64", "128"}));
+  EXPECT_EQ(parse_dimension("trainer.seed", "int(1,100)").extremes(), (std::vector<std::string>{"1", "100"}));
+  EXPECT_NE(parse_error("system.lr", "normal(0,1)").find("unknown distribution 'normal'"), std::string::npos);
+  EXPECT_NE(parse_error("system.lr", "uniform(1,0)").find("low must be below high"), std::string::npos);
+  EXPECT_NE(parse_error("system.lr", "loguniform(0,1)").find("loguniform() needs low > 0"), std::string::npos);
+  EXPECT_NE(parse_error("system.lr", "uniform(a,1)").find("finite numbers"), std::string::npos);
+  EXPECT_NE(parse_error("trainer.seed", "int(1.5,3)").find("integer bounds"), std::string::npos);
+  EXPECT_NE(parse_error("data.batch_size", "choice(32)").find("two values or more"), std::string::npos);
+  EXPECT_NE(parse_error("data.batch_size", "choice(32,32)").find("lists 32 twice"), std::string::npos);
+  EXPECT_EQ(parse_error("x", "uniform(1,1)").rfind("gantry search: 'x=uniform(1,1)': ", 0), 0u) << "names the override";
+}
+
+// Trial N's values come from its own stream: the same whatever ran before,
+// within the bounds, and log-uniform draws spread evenly over the decades.
+TEST(SearchSpace, ATrialsDrawsAreItsOwnAndWithinTheBounds) {
+  const Dimension lr = parse_dimension("system.lr", "loguniform(1e-5,1e-1)");
+  const Dimension n = parse_dimension("trainer.seed", "int(1,4)");
+  auto a = trial_rng(7, 5, 0), b = trial_rng(7, 5, 0), other = trial_rng(7, 6, 0);
+  const std::string va = lr.sample(a);
+  EXPECT_EQ(va, lr.sample(b));
+  EXPECT_NE(va, lr.sample(other));
+  int below_1e3 = 0;
+  std::map<std::string, int> ints;
+  for (int i = 0; i < 4000; ++i) {
+    auto r = trial_rng(1, uint64_t(i), 0);
+    const double v = std::stod(lr.sample(r));
+    ASSERT_GE(v, 1e-5);
+    ASSERT_LE(v, 1e-1);
+    below_1e3 += v < 1e-3;
+    ++ints[n.sample(r)];
+  }
+  // Half the decades lie below 1e-3: 2000 expected, binomial sd 32; 5 sd allowed.
+  EXPECT_NEAR(below_1e3, 2000, 160);
+  ASSERT_EQ(ints.size(), 4u);  // 1, 2, 3 and 4, each ~1000 (sd 27)
+  for (const auto& [v, count] : ints) EXPECT_NEAR(count, 1000, 140) << v;
+  // PBT's explore stays within the bounds.
+  auto r = trial_rng(1, 0, 1);
+  EXPECT_EQ(lr.perturb("0.1", r, false) == "0.1" || lr.perturb("0.1", r, false) == "0.08", true);
+}
+
+// A search killed mid-append leaves a torn record: reopening cuts it and keeps
+// every whole one; appends go on after them.
+TEST(SearchJournal, ATornLastRecordIsCutAndTheRestReadBack) {
+  TempDir dir;
+  const std::string path = dir / "journal";
+  {
+    Journal j(path, true);
+    j.append({"search", "method=asha", "metric=loss"});
+    j.append({"new", "0", "system.lr=0.01"});
+    j.append({"run", "0", "10", "123"});
+    j.append({"score", "0", "10", "1.5"});
+    j.append({"end", "0", "paused", ""});
+  }
+  const auto whole = std::filesystem::file_size(path);
+  {
+    std::ofstream out(path, std::ios::app | std::ios::binary);
+    out.write("\x20\x00\x00\x00\x01\x02", 6);  // a length and half a CRC: the append kill -9 cut
+  }
+  Journal j(path, true);
+  EXPECT_NE(j.note().find("torn last record cut (6 bytes"), std::string::npos) << j.note();
+  EXPECT_EQ(std::filesystem::file_size(path), whole);
+  ASSERT_EQ(j.state().trials.size(), 1u);
+  const Trial& t = j.state().trials[0];
+  EXPECT_EQ(t.status, Status::kPaused);
+  ASSERT_EQ(t.scores.size(), 1u);
+  EXPECT_EQ(t.scores[0].step, 10);
+  EXPECT_EQ(t.value("system.lr"), "0.01");
+  j.append({"run", "0", "30", "124"});
+  const Journal reread(path, false);
+  EXPECT_EQ(reread.state().trials[0].status, Status::kRunning);
+  EXPECT_TRUE(reread.note().empty());
+  EXPECT_TRUE(reread.state().trials[0].promoted);
+}
+
+TEST(SearchJournal, ARecordItCannotReadIsOneLineNamingIt) {
+  TempDir dir;
+  const std::string path = dir / "journal";
+  {
+    Journal j(path, true);
+    j.append({"search", "method=asha"});
+    EXPECT_THROW(j.append({"score", "3", "10", "1.0"}), gantry::Error);  // never written
+    gantry::wire::RecordWriter w(path);
+    w.append(record({"score", "3", "10", "1.0"}));  // as an edit or another program would
+  }
+  try {
+    Journal again(path, false);
+    FAIL() << "read a score of an unknown trial";
+  } catch (const gantry::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("record 2 cannot be read (trial 3 is not known)"), std::string::npos)
+        << e.what();
+  }
+}
+
+namespace {
+
+// A state of `scores.size()` trials, each paused at rung 0 with that score.
+SearchState paused_at(const std::vector<double>& scores, int64_t step) {
+  SearchState s;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    const std::string id = std::to_string(i);
+    s.apply(record({"new", id, "system.lr=0.1"}));
+    s.apply(record({"run", id, std::to_string(step)}));
+    s.apply(record({"score", id, std::to_string(step), std::isnan(scores[i]) ? "nan" : std::to_string(scores[i])}));
+    s.apply(record({"end", id, "paused", ""}));
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(Asha, PromotesTheTopThirdOfTheHighestRungAndNeverWaitsForARungToFill) {
+  const Asha asha{rung_steps(10, 3, 90), 3, 9, false};
+  EXPECT_EQ(asha.rungs, (std::vector<int64_t>{10, 30, 90}));
+  // Two results at rung 0: floor(2/3) = 0 may go on, so a new trial starts (no waiting).
+  Action a = asha.next(paused_at({2.0, 1.0}, 10));
+  EXPECT_EQ(a.kind, Action::Kind::kNew);
+  EXPECT_EQ(a.trial, 2);
+  EXPECT_EQ(a.target, 10);
+  // Three: the best (smallest) goes on to rung 1.
+  SearchState s = paused_at({2.0, 1.0, 3.0}, 10);
+  a = asha.next(s);
+  EXPECT_EQ(a.kind, Action::Kind::kResume);
+  EXPECT_EQ(a.trial, 1);
+  EXPECT_EQ(a.target, 30);
+  // Promoted once: not again; the next free worker starts a trial.
+  s.apply(record({"run", "1", "30"}));
+  EXPECT_EQ(asha.next(s).kind, Action::Kind::kNew);
+  // --max: the largest.
+  const Asha up{rung_steps(10, 3, 90), 3, 9, true};
+  EXPECT_EQ(up.next(paused_at({2.0, 1.0, 3.0}, 10)).trial, 2);
+  // A tie keeps the earlier result; a NaN is never promoted.
+  EXPECT_EQ(asha.next(paused_at({1.0, 1.0, 1.0}, 10)).trial, 0);
+  EXPECT_EQ(asha.top(paused_at({NAN, NAN, NAN}, 10), 0), std::vector<int>{});
+  // All trials sampled and nothing promotable: nothing to do.
+  const Asha three{rung_steps(10, 3, 90), 3, 2, false};
+  EXPECT_EQ(three.next(paused_at({2.0, 1.0}, 10)).kind, Action::Kind::kNone);
+  // A trial sampled but never started (the search was killed between) starts.
+  SearchState sampled = paused_at({2.0, 1.0}, 10);
+  sampled.apply(record({"new", "2", "system.lr=0.5"}));
+  a = asha.next(sampled);
+  EXPECT_EQ(a.kind, Action::Kind::kNew);
+  EXPECT_EQ(a.trial, 2);
+  // An interrupted trial goes on first, to its own target.
+  s.apply(record({"end", "1", "interrupted", ""}));
+  a = asha.next(s);
+  EXPECT_EQ(a.kind, Action::Kind::kResume);
+  EXPECT_EQ(a.trial, 1);
+  EXPECT_EQ(a.target, 30);
+}
+
+// ---- the command ------------------------------------------------------------
+
+namespace {
+
+const std::string kTinySearch = "search '" + gantry::test::kTiny + "' 'system.lr=loguniform(0.001,1)'";
+
+Journal journal_of(const TempDir& dir) { return Journal(dir.path() / "runs/tiny/search/journal", false); }
+
+// The trial that reached the budget with the best score.
+const Trial* best_done(const SearchState& s) {
+  const Trial* best = nullptr;
+  for (const auto& t : s.trials)
+    if (t.status == Status::kDone && (!best || t.scores.back().value < best->scores.back().value)) best = &t;
+  return best;
+}
+
+// Trains `t`'s values straight to `steps` in `dir` and compares its metrics
+// with the trial's (the trial ran paused, promoted, maybe interrupted).
+void expect_same_as_straight(const TempDir& search_dir, const Trial& t, int64_t steps, int64_t log_every,
+                             const std::string& fixed = "") {
+  TempDir straight;
+  const auto r = gantry::test::run_gantry("train '" + gantry::test::kTiny + "' " + t.overrides.at(0) +
+                                              " trainer.max_steps=" + std::to_string(steps) +
+                                              " trainer.max_epochs=-1 trainer.threads=1 " + fixed,
+                                          straight.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string a = gantry::test::read_text(straight / "runs/tiny/latest/metrics.csv");
+  const std::string b = gantry::test::read_text(
+      (search_dir.path() / "runs/tiny/search" / trial_name(t.id) / "latest/metrics.csv").string());
+  EXPECT_EQ(gantry::test::rows_without_wall_time(a), gantry::test::rows_without_wall_time(b)) << trial_name(t.id);
+  EXPECT_EQ(gantry::test::lines_of(b).size(), size_t(steps / log_every + 1));  // a row every log step, no duplicate
+}
+
+}  // namespace
+
+TEST(SearchCli, AshaPausesAndPromotesTrialsThatEndAsAnUninterruptedRunBitForBit) {
+  TempDir dir;
+  const auto r = gantry::test::run_gantry(
+      kTinySearch + " --trials 6 --budget 40 --rung 10 --eta 2 --metric loss --parallel 2 trainer.threads=1",
+      dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("rungs at steps 10, 20, 40, min loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": promoted to step 20"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nbest: trial_"), std::string::npos) << r.out;
+  const Journal j = journal_of(dir);
+  ASSERT_EQ(j.state().trials.size(), 6u);
+  size_t done = 0;
+  for (const auto& t : j.state().trials) {
+    EXPECT_TRUE(t.status == Status::kDone || t.status == Status::kPaused) << trial_name(t.id);
+    done += t.status == Status::kDone;
+    // Every trial's run is one run directory, resumed in place at each promotion.
+    size_t runs = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path() / "runs/tiny/search" / trial_name(t.id)))
+      runs += e.is_directory() && !e.is_symlink();
+    EXPECT_EQ(runs, 1u) << trial_name(t.id);
+  }
+  // 6 results at rung 0 (10 steps) promote 3 to rung 1; 3 promote 1 to the budget
+  // (rung 1's first results may promote earlier: at least one trial is done).
+  EXPECT_GE(done, 1u);
+  const Trial* best = best_done(j.state());
+  ASSERT_NE(best, nullptr);
+  ASSERT_EQ(best->scores.size(), 3u);  // scored at 10, 20 and 40: paused twice, promoted twice
+  expect_same_as_straight(dir, *best, 40, 10);
+  // --summary reads the journal and runs nothing.
+  const auto s = gantry::test::run_gantry(
+      kTinySearch + " --trials 6 --budget 40 --rung 10 --eta 2 --metric loss --summary", dir.path());
+  ASSERT_EQ(s.exit_code, 0) << s.out << s.err;
+  EXPECT_NE(s.out.find(trial_name(best->id) + "  done"), std::string::npos) << s.out;
+  EXPECT_EQ(s.out.find("started"), std::string::npos) << s.out;
+}
+
+// kill -9 of the search while trials run: they checkpoint (their parent's
+// death is SIGTERM to them), the rerun marks them interrupted, resumes them
+// from their checkpoints and finishes; the result equals an uninterrupted run.
+TEST(SearchCli, KillNineOfTheSearchThenRerunContinuesExactly) {
+  TempDir dir;
+  const std::string cmd = kTinySearch +
+                          " --trials 4 --budget 3000 --rung 1000 --eta 2 --metric loss --parallel 2 trainer.threads=1 "
+                          "trainer.log_every_n_steps=500 checkpoint.every_n_steps=250";
+  const pid_t pid = gantry::test::spawn_gantry(cmd, dir.path(), dir / "first.log");
+  const auto journal = dir.path() / "runs/tiny/search/journal";
+  bool scored = false;
+  for (int i = 0; i < 2000 && !scored; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!std::filesystem::exists(journal)) continue;
+    const Journal j(journal, false);
+    for (const auto& t : j.state().trials) scored |= !t.scores.empty();
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  ASSERT_TRUE(scored) << gantry::test::read_text(dir / "first.log");
+  size_t running = 0;
+  const Journal killed(journal, false);
+  for (const auto& t : killed.state().trials) running += t.status == Status::kRunning;
+  ASSERT_GT(running, 0u) << "nothing ran when the search was killed: " << gantry::test::read_text(dir / "first.log");
+
+  const auto again = gantry::test::run_gantry(cmd, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_NE(again.out.find("interrupted (the search was stopped): it goes on from its checkpoint"), std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find(": goes on to step"), std::string::npos) << again.out;
+  const Journal j = journal_of(dir);
+  EXPECT_EQ(j.state().trials.size(), 4u);
+  for (const auto& t : j.state().trials)
+    EXPECT_TRUE(t.status == Status::kDone || t.status == Status::kPaused) << trial_name(t.id) << " " << t.note;
+  const Trial* best = best_done(j.state());
+  ASSERT_NE(best, nullptr) << again.out;
+  expect_same_as_straight(dir, *best, 3000, 500, "trainer.log_every_n_steps=500 checkpoint.every_n_steps=250");
+}
+
+// Bad input: one line naming the culprit, before any trial runs (no search directory).
+TEST(SearchCli, BadInputIsOneLineBeforeAnyTrialRuns) {
+  const std::string base = "search '" + gantry::test::kTiny + "' ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"'system.lr=normal(0,1)' --trials 2 --budget 20 --metric loss", "unknown distribution 'normal'"},
+      {"'data.batch_size=int(0,64)' --trials 2 --budget 20 --metric loss",
+       "data.batch_size=int(0,64): the value 0 is refused: "},
+      {"'system.lr=uniform(0.01,0.1)' --trials 2 --budget 5 --rung 10 --metric loss",
+       "--budget 5 is below the first rung (--rung 10)"},
+      {"'system.lr=uniform(0.01,0.1)' --trials 2 --budget 40 --rung 15 --metric loss",
+       "the first rung (15 steps) is not a multiple of trainer.log_every_n_steps=10"},
+      {"'system.lr=uniform(0.01,0.1)' --trials 2 --budget 40 --metric quality_fd",
+       "--metric quality_fd is the quality score, which this config does not compute"},
+      {"'system.lr=uniform(0.01,0.1)' trainer.max_steps=5 --trials 2 --budget 40 --metric loss",
+       "'trainer.max_steps' is set by the search"},
+      {"system.lr=0.1 --trials 2 --budget 40 --metric loss", "no key has a distribution"},
+  };
+  for (const auto& [args, expected] : cases) {
+    TempDir dir;
+    const auto r = gantry::test::run_gantry(base + args, dir.path());
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(gantry::test::lines_of(r.err).size(), 1u) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() / "runs/tiny/search")) << args;
+  }
+}
+
+// A metric no trial logs stops the search at the first rung with one line
+// naming what is logged; the rerun with a metric that is, continues.
+TEST(SearchCli, AMetricNoTrialLogsIsNamedAndARerunWithARightOneGoesOn) {
+  TempDir dir;
+  const std::string args = " --trials 2 --budget 20 --rung 10 --eta 2 --parallel 1 trainer.threads=1";
+  const auto r = gantry::test::run_gantry(kTinySearch + args + " --metric lossy", dir.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("gantry: error: gantry search: --metric lossy: trial_0000 logs no such metric (its "
+                       "metrics.csv has loss"),
+            std::string::npos)
+      << r.out << r.err;
+  const auto again = gantry::test::run_gantry(kTinySearch + args + " --metric loss", dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  const Journal j = journal_of(dir);
+  ASSERT_EQ(j.state().trials.size(), 2u);
+  EXPECT_EQ(j.state().settings.at("metric"), "loss");
+  EXPECT_EQ(j.state().trials[0].scores.front().step, 10);
+  // Another setting than the journal's (a new space) is refused, naming it.
+  const auto other = gantry::test::run_gantry(
+      "search '" + gantry::test::kTiny + "' 'system.lr=uniform(0.1,1)'" + args + " --metric loss", dir.path());
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.err.find("holds a search whose space is 'system.lr=loguniform(0.001,1)'"), std::string::npos)
+      << other.err;
+}
