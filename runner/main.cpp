@@ -84,11 +84,16 @@ int main(int argc, char** argv) {
   auto* search_cmd = app.add_subcommand(
       "search",
       "Search the space of key=DIST overrides (loguniform(a,b), uniform(a,b), int(a,b), choice(x,y)) with "
-      "asynchronous successive halving; rerun to continue (docs/search.md)");
+      "asynchronous successive halving (asha), population based training (pbt) or random search; rerun to continue "
+      "(docs/search.md)");
   search_cmd->add_option("config", config, "Experiment YAML")->required();
   search_cmd->add_option("overrides", overrides, "key=value (every trial) or key=DIST (searched)");
-  search_cmd->add_option("--method", se.method, "asha (pause at rungs, promote the top 1/eta) or random (no rungs)")
-      ->check(CLI::IsMember({"asha", "random"}));
+  search_cmd
+      ->add_option("--method", se.method,
+                   "asha (pause at rungs, promote the top 1/eta), pbt (--trials "
+                   "members, every --rung steps the bottom quarter copies the top quarter and perturbs) or "
+                   "random (no rungs)")
+      ->check(CLI::IsMember({"asha", "pbt", "random"}));
   search_cmd->add_option("--trials", se.trials, "Trials sampled")->required()->check(CLI::Range(1, 100000));
   search_cmd->add_option("--budget", se.budget, "Steps of a trial that runs to the end (the last rung)")
       ->required()
@@ -98,7 +103,9 @@ int main(int argc, char** argv) {
   search_cmd->add_flag("--min", "Smaller is better (the default)");
   search_cmd->add_option("--parallel,-j", se.parallel, "Trials at a time (the cores are divided)")
       ->check(CLI::Range(1, 256));
-  search_cmd->add_option("--rung", se.rung, "The first rung's steps (default: budget / eta^2)")
+  search_cmd
+      ->add_option("--rung", se.rung,
+                   "The first rung's steps (default: budget / eta^2); pbt: the interval (default: budget / 10)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 50));
   search_cmd->add_option("--eta", se.eta, "The halving factor: the top 1/eta of a rung go on (default 3)")
       ->check(CLI::Range(int64_t(2), int64_t(1000)));

@@ -36,6 +36,7 @@
 #include "launch.hpp"
 #include "search/asha.hpp"
 #include "search/journal.hpp"
+#include "search/pbt.hpp"
 #include "search/summary.hpp"
 
 namespace fs = std::filesystem;
@@ -211,6 +212,30 @@ std::string record_end(Journal& j, const Plan& p, const Running& r, int code, bo
   return "";
 }
 
+// PBT's exploits at `step`: each recorded (before its checkpoint is copied,
+// so a rerun redoes a copy the killed search began: the same file), then
+// the step is decided and the next interval starts.
+void exploit_at(Journal& j, const Plan& p, const Pbt& pbt, int64_t step) {
+  for (const Exploit& e : pbt.decide(j.state(), step)) {
+    const Trial& t = j.state().trials[size_t(e.trial)];
+    const bool recorded = !t.lineage.empty() && t.lineage.back().step == step;
+    if (!recorded) {
+      std::vector<std::string> f = {"exploit", std::to_string(e.trial), std::to_string(e.from), std::to_string(step),
+                                    std::to_string(e.seed)};
+      f.insert(f.end(), e.overrides.begin(), e.overrides.end());
+      const std::string was = values_text(t);
+      j.append(f);
+      std::printf("search: %s: exploit %s's checkpoint at step %ld, explore %s -> %s\n", trial_name(e.trial).c_str(),
+                  trial_name(e.from).c_str(), long(step), was.c_str(),
+                  values_text(j.state().trials[size_t(e.trial)]).c_str());
+    }
+    engine::exploit_checkpoint(p.trial_dir(e.from).string(), p.trial_dir(e.trial).string(), step,
+                               j.state().trials[size_t(e.trial)].lineage.back().seed);
+  }
+  j.append({"decided", std::to_string(step)});
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int run_search(const std::string& config, const std::vector<std::string>& args, const SearchOptions& opt) {
@@ -230,15 +255,18 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
   check_settings(j, p);
   recover(j, p);
   const Asha asha{p.rungs, opt.eta, opt.trials, opt.maximize};
+  const Pbt pbt{p.rungs, opt.trials, opt.maximize, opt.seed, &p.space};
+  const bool is_pbt = opt.method == "pbt";
   const int slots = std::min(opt.parallel, opt.trials);
   const int threads = std::max(1, engine::available_cores() / (slots * int(p.devices)));
   std::string rung_text;
   for (const int64_t r : p.rungs) rung_text += (rung_text.empty() ? "" : ", ") + std::to_string(r);
   std::printf(
-      "search: %s, %d trials over %zu %s of %s, rungs at steps %s, %s %s; %zu trials in the journal; %d at a "
+      "search: %s, %d trials over %zu %s of %s, %s at steps %s, %s %s; %zu trials in the journal; %d at a "
       "time%s\n",
       opt.method.c_str(), opt.trials, p.space.size(), p.space.size() == 1 ? "key" : "keys", config.c_str(),
-      rung_text.c_str(), opt.maximize ? "max" : "min", opt.metric.c_str(), j.state().trials.size(), slots,
+      is_pbt ? "intervals end" : "rungs", rung_text.c_str(), opt.maximize ? "max" : "min", opt.metric.c_str(),
+      j.state().trials.size(), slots,
       p.threads_given ? "" : (", " + std::to_string(threads) + " threads each").c_str());
   std::fflush(stdout);
 
@@ -259,13 +287,18 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
       std::fflush(stdout);
       for (const auto& r : running) ::kill(r.pid, sig ? sig : SIGTERM);
     }
+    if (is_pbt && !forwarded && running.empty())
+      if (const int64_t step = pbt.decide_at(j.state()); step > 0) exploit_at(j, p, pbt, step);
     while (!forwarded && int(running.size()) < slots) {
-      const Action a = asha.next(j.state());
+      const Action a = is_pbt ? pbt.next(j.state()) : asha.next(j.state());
       if (a.kind == Action::Kind::kNone) break;
       if (a.kind == Action::Kind::kNew && size_t(a.trial) == j.state().trials.size())
         j.append(sample_trial(p, a.trial));
       const Trial& t = j.state().trials[size_t(a.trial)];
-      const char* how = t.status == Status::kInterrupted ? "goes on" : t.scores.empty() ? "started" : "promoted";
+      const char* how = t.status == Status::kInterrupted ? "goes on"
+                        : t.scores.empty()               ? "started"
+                        : is_pbt                         ? "trains on"
+                                                         : "promoted";
       const pid_t pid = start_trial(p, p.train_args(t, a.target, threads), p.trial_log(t.id));
       j.append({"run", std::to_string(t.id), std::to_string(a.target), std::to_string(pid)});
       running.push_back({t.id, pid, a.target});

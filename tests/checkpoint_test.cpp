@@ -120,6 +120,47 @@ TEST(Checkpoint, TruncatedFileIsDetected) {
   EXPECT_THROW(read_checkpoint_meta(dir / "junk.ckpt"), CheckpointError);
 }
 
+// PBT's exploit: the copy restores the source's weights, optimizer and step
+// exactly, verifies, and draws another random stream (the same for the same
+// seed, another for another seed).
+TEST(Checkpoint, AForkIsTheSourceWithNewRandomStreams) {
+  TempDir dir;
+  Experiment a = gan_experiment({"trainer.max_steps=3", "data.batch_size=16"});
+  a.use_images(load_idx_images(gantry::test::fashion_mnist_dir(), "train"));
+  const FitResult r = Trainer(a, dir.path().string()).fit();
+  fork_checkpoint(r.last_checkpoint, dir / "fork.ckpt", 7);
+  fork_checkpoint(r.last_checkpoint, dir / "again.ckpt", 7);
+  fork_checkpoint(r.last_checkpoint, dir / "other.ckpt", 8);
+  EXPECT_EQ(gantry::test::read_text(dir / "fork.ckpt"), gantry::test::read_text(dir / "again.ckpt"));
+  auto draw_after = [&](const std::string& path, std::vector<NamedModule>& mods, std::vector<NamedOptimizer>& opts) {
+    const TrainState s = load_checkpoint(path, "gan", mods, opts, true);
+    EXPECT_EQ(s.global_step, 3);
+    return torch::rand({8});
+  };
+  Experiment b = gan_experiment(), c = gan_experiment(), d = gan_experiment();
+  auto mb = b.system->modules(), mc = c.system->modules(), md = d.system->modules();
+  auto ob = b.system->configure_optimizers(), oc = c.system->configure_optimizers(),
+       od = d.system->configure_optimizers();
+  const torch::Tensor source = draw_after(r.last_checkpoint, mb, ob);
+  const torch::Tensor forked = draw_after(dir / "fork.ckpt", mc, oc);
+  const torch::Tensor other = draw_after(dir / "other.ckpt", md, od);
+  EXPECT_FALSE(torch::equal(source, forked));
+  EXPECT_FALSE(torch::equal(forked, other));
+  for (size_t m = 0; m < mb.size(); ++m) {
+    auto pc = mc[m].module->named_parameters();
+    for (const auto& p : mb[m].module->named_parameters()) EXPECT_TRUE(torch::equal(p.value(), pc[p.key()])) << p.key();
+  }
+  // Adam's moments came along: one more step of each from the same batch is the same.
+  for (size_t o = 0; o < ob.size(); ++o) {
+    auto& sb = ob[o].optimizer->state();
+    auto& sc = oc[o].optimizer->state();
+    ASSERT_EQ(sb.size(), sc.size());
+    EXPECT_FALSE(sb.empty());
+  }
+  EXPECT_THROW(fork_checkpoint(dir / "missing.ckpt", dir / "x.ckpt", 1), CheckpointError);
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.ckpt"));
+}
+
 namespace {
 
 // Flips a bit in the middle of the largest entry of a checkpoint's zip

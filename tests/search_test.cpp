@@ -15,6 +15,7 @@
 #include "gantry/errors.hpp"
 #include "search/asha.hpp"
 #include "search/journal.hpp"
+#include "search/pbt.hpp"
 #include "search/plan.hpp"
 #include "search/space.hpp"
 #include "support.hpp"
@@ -192,6 +193,59 @@ TEST(Asha, PromotesTheTopThirdOfTheHighestRungAndNeverWaitsForARungToFill) {
   EXPECT_EQ(a.target, 30);
 }
 
+// PBT: nothing is decided while a member runs; at a step every member paused
+// at, the bottom quarter copies the top quarter (each its own draw, the
+// same on a rerun), explored within the bounds; the next interval starts
+// only once the step is decided.
+TEST(Pbt, TheBottomQuarterCopiesTheTopQuarterOnceEveryMemberPausedThere) {
+  const std::vector<Dimension> space = {parse_dimension("system.lr", "loguniform(0.01,1)")};
+  const Pbt pbt{interval_steps(10, 30), 8, false, 5, &space};
+  EXPECT_EQ(pbt.steps, (std::vector<int64_t>{10, 20, 30}));
+  SearchState s = paused_at({0.5, 0.1, 0.9, 0.3, 0.8, 0.2, 0.7, 0.4}, 10);
+  SearchState running = s;
+  running.apply(record({"run", "3", "20"}));
+  EXPECT_EQ(pbt.decide_at(running), -1);
+  EXPECT_EQ(pbt.next(s).kind, Action::Kind::kNone) << "step 10 is not decided yet";
+  ASSERT_EQ(pbt.decide_at(s), 10);
+  const std::vector<Exploit> e = pbt.decide(s, 10);
+  ASSERT_EQ(e.size(), 2u);   // floor(8 / 4)
+  EXPECT_EQ(e[0].trial, 2);  // 0.9, the worst, first
+  EXPECT_EQ(e[1].trial, 4);  // 0.8
+  for (const Exploit& x : e) {
+    EXPECT_TRUE(x.from == 1 || x.from == 5) << x.from;  // 0.1 and 0.2
+    ASSERT_EQ(x.overrides.size(), 1u);
+    const double lr = std::stod(x.overrides[0].substr(std::string("system.lr=").size()));
+    EXPECT_TRUE(lr >= 0.01 && lr <= 1) << x.overrides[0];
+  }
+  const std::vector<Exploit> again = pbt.decide(s, 10);
+  for (size_t i = 0; i < e.size(); ++i) {
+    EXPECT_EQ(again[i].from, e[i].from);
+    EXPECT_EQ(again[i].overrides, e[i].overrides);
+    EXPECT_EQ(again[i].seed, e[i].seed);
+  }
+  EXPECT_NE(e[0].seed, e[1].seed);
+  for (const Exploit& x : e) {
+    std::vector<std::string> f = {"exploit", std::to_string(x.trial), std::to_string(x.from), "10",
+                                  std::to_string(x.seed)};
+    f.insert(f.end(), x.overrides.begin(), x.overrides.end());
+    s.apply(record(f));
+  }
+  EXPECT_EQ(s.trials[2].lineage.at(0).from, e[0].from);
+  EXPECT_EQ(s.trials[2].value("system.lr"), e[0].overrides[0].substr(10));
+  EXPECT_EQ(s.trials[2].lineage.at(0).overrides, std::vector<std::string>{"system.lr=0.1"});
+  s.apply(record({"decided", "10"}));
+  EXPECT_EQ(pbt.decide_at(s), -1);
+  const Action a = pbt.next(s);
+  EXPECT_EQ(a.kind, Action::Kind::kResume);
+  EXPECT_EQ(a.target, 20);
+  // A tie keeps the earlier result on top; a NaN is the worst; fewer than 4 members: no exploit.
+  EXPECT_EQ(pbt.decide(paused_at({1, 1, 1, 1}, 10), 10).at(0).trial, 3);
+  EXPECT_EQ(pbt.decide(paused_at({1, NAN, 2, 3}, 10), 10).at(0).trial, 1);
+  EXPECT_TRUE(pbt.decide(paused_at({1, 2, 3}, 10), 10).empty());
+  // At the budget nothing is decided: the members are done.
+  EXPECT_EQ(pbt.decide_at(paused_at({1, 2, 3, 4, 5, 6, 7, 8}, 30)), -1);
+}
+
 // ---- the command ------------------------------------------------------------
 
 namespace {
@@ -352,4 +406,56 @@ TEST(SearchCli, AMetricNoTrialLogsIsNamedAndARerunWithARightOneGoesOn) {
   EXPECT_EQ(other.exit_code, 1);
   EXPECT_NE(other.err.find("holds a search whose space is 'system.lr=loguniform(0.001,1)'"), std::string::npos)
       << other.err;
+}
+
+// PBT on the tiny plugin: members pause at every interval, the bottom quarter
+// copies the top quarter's checkpoint and perturbs its lr; a member after
+// its exploit trains on exactly as a run resumed from its source's
+// checkpoint with its new lr (the tiny plugin draws no noise: the copy's new
+// random streams change nothing here; tests/checkpoint_test.cpp proves they
+// are new).
+TEST(SearchCli, PbtExploitsATopMembersCheckpointAndTrainsOnFromItExactly) {
+  TempDir dir;
+  const std::string args =
+      " --method pbt --trials 4 --budget 30 --rung 10 --metric loss --parallel 2 trainer.threads=1";
+  const auto r = gantry::test::run_gantry(kTinySearch + args, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("intervals end at steps 10, 20, 30"), std::string::npos) << r.out;
+  const Journal j = journal_of(dir);
+  ASSERT_EQ(j.state().trials.size(), 4u);
+  EXPECT_EQ(j.state().decided, 20);
+  const Trial* copied = nullptr;
+  for (const auto& t : j.state().trials) {
+    EXPECT_EQ(t.status, Status::kDone) << trial_name(t.id);
+    if (!t.lineage.empty() && t.lineage.front().step == 10) copied = &t;
+  }
+  ASSERT_NE(copied, nullptr) << "no member copied another at step 10: " << r.out;  // floor(4/4) = 1 at each step
+  EXPECT_NE(r.out.find(trial_name(copied->id) + ": exploit " + trial_name(copied->lineage.front().from) +
+                       "'s checkpoint at step 10"),
+            std::string::npos)
+      << r.out;
+  // Its values from step 10 on: the ones after its first exploit (a second exploit at 20 ends the comparison).
+  const Trial& from = j.state().trials[size_t(copied->lineage.front().from)];
+  const std::string source_lr = from.lineage.empty() || from.lineage.front().step > 10
+                                    ? (from.lineage.empty() ? from.overrides : from.lineage.front().overrides).at(0)
+                                    : "";
+  ASSERT_FALSE(source_lr.empty());
+  const std::string new_lr = copied->lineage.size() > 1 ? copied->lineage[1].overrides.at(0) : copied->overrides.at(0);
+  TempDir chain;
+  const std::string train = "train '" + gantry::test::kTiny +
+                            "' trainer.max_steps=30 trainer.max_epochs=-1 "
+                            "trainer.threads=1 trainer.resume=auto name=chain ";
+  ASSERT_EQ(gantry::test::run_gantry(train + source_lr + " trainer.pause_at_step=10", chain.path()).exit_code, 0);
+  ASSERT_EQ(gantry::test::run_gantry(train + new_lr + " trainer.pause_at_step=20", chain.path()).exit_code, 0);
+  const auto rows = gantry::test::lines_of(gantry::test::rows_without_wall_time(gantry::test::read_text(
+      (dir.path() / "runs/tiny/search" / trial_name(copied->id) / "latest/metrics.csv").string())));
+  const auto want = gantry::test::lines_of(
+      gantry::test::rows_without_wall_time(gantry::test::read_text(chain / "runs/chain/latest/metrics.csv")));
+  ASSERT_GE(rows.size(), 3u);
+  ASSERT_EQ(want.size(), 3u);  // header, 10, 20
+  EXPECT_EQ(rows[2], want[2]) << "the row at step 20 is its source's checkpoint trained on with its new lr";
+  EXPECT_NE(rows[1], want[1]) << "its own first interval is not its source's";
+  // --summary names the lineage.
+  const auto s = gantry::test::run_gantry(kTinySearch + args + " --summary", dir.path());
+  EXPECT_NE(s.out.find("copied " + trial_name(from.id) + " at 10;"), std::string::npos) << s.out;
 }

@@ -5,6 +5,7 @@
 
 #include "gantry/errors.hpp"
 #include "search/asha.hpp"
+#include "search/pbt.hpp"
 
 namespace fs = std::filesystem;
 
@@ -91,8 +92,8 @@ Plan make_plan(const std::string& config, const std::vector<std::string>& args, 
   Plan p;
   p.config = config;
   p.opt = opt;
-  if (opt.method != "asha" && opt.method != "random")
-    throw ConfigError("gantry search: --method " + opt.method + " is not known (asha or random)");
+  if (opt.method != "asha" && opt.method != "random" && opt.method != "pbt")
+    throw ConfigError("gantry search: --method " + opt.method + " is not known (asha, pbt or random)");
   if (opt.metric.empty()) throw ConfigError("gantry search: --metric is required (a metrics.csv column: quality_fd)");
   if (opt.trials < 1) throw ConfigError("gantry search: --trials must be >= 1");
   if (opt.budget < 1) throw ConfigError("gantry search: --budget (a trial's steps at most) must be >= 1");
@@ -131,10 +132,10 @@ Plan make_plan(const std::string& config, const std::vector<std::string>& args, 
                       std::to_string(job.num_nodes) + ")");
   int64_t rung = opt.rung;
   if (opt.method == "random") {
-    rung = opt.budget;  // every trial to the end: no rung but the last
-  } else if (rung == 0) {
-    rung = std::max<int64_t>(job.log_every_n_steps,
-                             opt.budget / (opt.eta * opt.eta) / job.log_every_n_steps * job.log_every_n_steps);
+    rung = opt.budget;     // every trial to the end: no rung but the last
+  } else if (rung == 0) {  // ASHA: budget / eta^2; PBT: 10 intervals
+    const int64_t want = opt.method == "pbt" ? opt.budget / 10 : opt.budget / (opt.eta * opt.eta);
+    rung = std::max<int64_t>(job.log_every_n_steps, want / job.log_every_n_steps * job.log_every_n_steps);
   }
   if (opt.metric.rfind("quality_", 0) == 0 && job.quality_every_n_steps == 0)
     throw ConfigError("gantry search: --metric " + opt.metric +
@@ -154,7 +155,10 @@ Plan make_plan(const std::string& config, const std::vector<std::string>& args, 
       check_interval("trainer.val_every_n_steps", job.val_every_n_steps, rung,
                      "validation must run at every rung (docs/search.md)");
   }
-  p.rungs = rung_steps(rung, opt.eta, opt.budget);
+  p.rungs = opt.method == "pbt" ? interval_steps(rung, opt.budget) : rung_steps(rung, opt.eta, opt.budget);
+  if (opt.method == "pbt" && opt.trials < 4)
+    throw ConfigError("gantry search: --method pbt needs a population of 4 or more (--trials " +
+                      std::to_string(opt.trials) + "): its bottom quarter copies its top quarter");
   p.dir = fs::path(job.out_dir) / job.name / "search";
   // One trial's whole config (the first draw of each distribution).
   Trial probe;

@@ -24,6 +24,13 @@ int64_t to_int(const std::string& s) {
   return v;
 }
 
+uint64_t to_uint(const std::string& s) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || *end || s[0] == '-') throw std::runtime_error("'" + s + "' is not an unsigned integer");
+  return v;
+}
+
 double to_double(const std::string& s) {
   if (s == "nan") return std::nan("");
   char* end = nullptr;
@@ -109,6 +116,13 @@ void SearchState::apply(const std::string& r) {
     return;
   }
   need(2);
+  if (kind == "decided") {
+    const int64_t step = to_int(f[1]);
+    if (step <= decided)
+      throw std::runtime_error("step " + std::to_string(step) + " decided after step " + std::to_string(decided));
+    decided = step;
+    return;
+  }
   const int id = int(to_int(f[1]));
   if (kind == "new") {
     if (size_t(id) != trials.size())
@@ -145,12 +159,12 @@ void SearchState::apply(const std::string& r) {
                                      : throw std::runtime_error("status '" + st + "' is not known");
     t.note = f.size() > 3 ? f[3] : "";
   } else if (kind == "exploit") {
-    need(4);
+    need(5);
     const int from = int(to_int(f[2]));
     const int64_t step = to_int(f[3]);
     (void)trial(from);
-    t.lineage.push_back({from, step});
-    t.overrides.assign(f.begin() + 4, f.end());
+    t.lineage.push_back({from, step, to_uint(f[4]), t.overrides});
+    t.overrides.assign(f.begin() + 5, f.end());
   } else {
     throw std::runtime_error("record kind '" + kind + "' is not known");
   }

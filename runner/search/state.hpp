@@ -10,7 +10,9 @@
 //   run     <trial> <target step> <pid>     started, or promoted, to that step
 //   score   <trial> <step> <score>          its metric at a rung
 //   end     <trial> <status> <text>         paused | done | stopped | failed | interrupted
-//   exploit <trial> <from> <step> <key=value> ...  PBT: took <from>'s checkpoint at <step>, explored to these values
+//   exploit <trial> <from> <step> <seed> <key=value> ...  PBT: takes <from>'s checkpoint at <step> (new
+//                                           random streams from <seed>), explored to these values
+//   decided <step>                          PBT: the exploits at <step> are all done (their checkpoints copied)
 //
 // Every decision is made from this state alone (asha.hpp, pbt.hpp), so a
 // rerun makes the ones the killed search had not made yet.
@@ -35,8 +37,10 @@ struct Score {
 };
 
 struct Lineage {
-  int from = -1;     ///< the trial whose checkpoint was taken
-  int64_t step = 0;  ///< at that step
+  int from = -1;                       ///< the trial whose checkpoint was taken
+  int64_t step = 0;                    ///< at that step
+  uint64_t seed = 0;                   ///< the copy's new random streams
+  std::vector<std::string> overrides;  ///< the values it had before
 };
 
 struct Trial {
@@ -61,6 +65,7 @@ struct Trial {
 struct SearchState {
   std::map<std::string, std::string> settings;  ///< the `search` record's
   std::vector<Trial> trials;                    ///< by id (trial i at index i)
+  int64_t decided = 0;                          ///< PBT: the last step whose exploits are done
   size_t records = 0;
 
   /// Applies one journal record; throws std::runtime_error on one it cannot read.

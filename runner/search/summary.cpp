@@ -5,8 +5,8 @@
 
 namespace gantry::search {
 
-std::string shown_status(const Trial& t) {
-  if (t.status == Status::kRunning) return t.promoted ? "promoted" : "running";
+std::string shown_status(const Trial& t, bool pbt) {
+  if (t.status == Status::kRunning) return t.promoted && !pbt ? "promoted" : "running";
   return status_name(t.status);
 }
 
@@ -38,8 +38,8 @@ std::string summary_text(const SearchState& s, const Plan& p) {
     const Score* sc = last(t);
     char score[32] = "-";
     if (sc) std::snprintf(score, sizeof score, "%.6g", sc->value);
-    std::snprintf(buf, sizeof buf, "%-10s  %-11s  %6ld  %12s", trial_name(t->id).c_str(), shown_status(*t).c_str(),
-                  long(t->reached()), score);
+    std::snprintf(buf, sizeof buf, "%-10s  %-11s  %6ld  %12s", trial_name(t->id).c_str(),
+                  shown_status(*t, p.opt.method == "pbt").c_str(), long(t->reached()), score);
     out += buf;
     for (const auto& k : keys) {
       std::snprintf(buf, sizeof buf, "  %14s", t->value(k).c_str());
@@ -47,7 +47,8 @@ std::string summary_text(const SearchState& s, const Plan& p) {
     }
     std::string note = t->note;
     for (const auto& l : t->lineage)
-      note += " (copied trial_" + std::to_string(l.from) + " at " + std::to_string(l.step) + ")";
+      note += (note.empty() ? "" : " ") + std::string("copied ") + trial_name(l.from) + " at " +
+              std::to_string(l.step) + ";";
     if (note.size() > 100) note = note.substr(0, 97) + "...";
     out += "  " + note + "\n";
   }

@@ -9,8 +9,9 @@
 namespace gantry::search {
 
 /// The status a person reads: running, promoted (running past its first
-/// rung), paused, done, stopped, failed, interrupted.
-std::string shown_status(const Trial& t);
+/// rung; ASHA only: a PBT member just runs), paused, done, stopped,
+/// failed, interrupted.
+std::string shown_status(const Trial& t, bool pbt = false);
 
 /// The table, best first: the furthest step reached, then the score there
 /// (ties: the earlier result); then the best trial, its values and its run.

@@ -140,6 +140,15 @@ struct MetricSeries {
 };
 GANTRY_CORE_EXPORT MetricSeries metric_series(const std::string& metrics_csv, const std::string& metric);
 
+/// PBT's exploit (gantry search --method pbt): the newest checkpoint of
+/// experiment `to` (a trial's directory) becomes a copy of experiment
+/// `from`'s newest, with new random streams from `seed` (fork_checkpoint in
+/// checkpoint/file.hpp). Both must be at `step`: throws gantry::Error naming
+/// the one that is not. Returns the file written. The same arguments write
+/// the same file again (a rerun redoes an exploit the killed search began).
+GANTRY_CORE_EXPORT std::string exploit_checkpoint(const std::string& from, const std::string& to, int64_t step,
+                                                  uint64_t seed);
+
 /// The engine's file helpers, for what the runner writes (sbatch scripts, a
 /// sweep's status): an atomic write (temp, fsync, rename) and a bounded read
 /// of a regular file; both throw gantry::Error naming the path.

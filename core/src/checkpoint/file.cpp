@@ -231,6 +231,28 @@ void save_checkpoint(const std::string& path, const std::vector<NamedModule>& mo
   }
 }
 
+void fork_checkpoint(const std::string& from, const std::string& to, uint64_t seed) {
+  GenericDict d = read_dict(from);
+  const auto was = d.at("rng_states").toGenericDict();
+  c10::Dict<std::string, torch::Tensor> rng;
+  for (const auto& e : was) {
+    const std::string key = e.key().toStringRef();
+    if (key.rfind("torch_cpu", 0) != 0) continue;  // CUDA states: dropped (seeded by trainer.seed on load)
+    const uint64_t rank = key == "torch_cpu" ? 0 : std::stoull(key.substr(std::string("torch_cpu_rank").size()));
+    auto gen = at::detail::createCPUGenerator(seed + rank);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    rng.insert(key, gen.get_state());
+  }
+  d.insert_or_assign("rng_states", rng);
+  d.insert_or_assign("checksum", crc_text(content_crc(d)));
+  const std::vector<char> bytes = torch::pickle_save(d);
+  try {
+    write_file_atomic(to, std::string(bytes.begin(), bytes.end()));
+  } catch (const Error& e) {
+    throw CheckpointError(e.what());
+  }
+}
+
 CheckpointFile::CheckpointFile(std::string path, GenericDict dict) : path_(std::move(path)), dict_(std::move(dict)) {
   meta_ = {get_string(dict_, "plugin"), get_string(dict_, "plugin_version"), get_string(dict_, "config"),
            get_int(dict_, "global_step", path_),

@@ -115,6 +115,14 @@ class GANTRY_CORE_EXPORT CheckpointFile {
   CheckpointMeta meta_;
 };
 
+/// PBT's exploit: `to` becomes a copy of checkpoint `from` (weights,
+/// optimizer and trainer state, step and config, all as they are) whose
+/// random streams are new: every rank's CPU generator seeded from `seed`
+/// (seed + rank), its CUDA ones dropped (they start as trainer.seed seeds
+/// them), so the copy does not draw the noise its source draws. Verified as
+/// read, written atomically; the same `from` and `seed` give the same file.
+GANTRY_CORE_EXPORT void fork_checkpoint(const std::string& from, const std::string& to, uint64_t seed);
+
 /// CheckpointFile::read(path)->meta().
 GANTRY_CORE_EXPORT CheckpointMeta read_checkpoint_meta(const std::string& path);
 

@@ -583,6 +583,20 @@ LastMetrics last_metrics(const std::string& metrics_csv) {
   return m;
 }
 
+std::string exploit_checkpoint(const std::string& from, const std::string& to, int64_t step, uint64_t seed) {
+  auto at_step = [&](const std::string& dir) {
+    const ResolvedCheckpoint r = resolve_checkpoint(dir, CheckpointUse::kResume);
+    if (!r.found()) throw CheckpointError("exploit: " + dir + " holds no checkpoint");
+    if (r.file->meta().global_step != step)
+      throw CheckpointError("exploit: the newest checkpoint of " + dir + " (" + r.path + ") is at step " +
+                            std::to_string(r.file->meta().global_step) + ", not " + std::to_string(step));
+    return r.path;
+  };
+  const std::string source = at_step(from), target = at_step(to);
+  fork_checkpoint(source, target, seed);
+  return target;
+}
+
 MetricSeries metric_series(const std::string& metrics_csv, const std::string& metric) {
   std::ifstream in(metrics_csv);
   std::string header, line;
