@@ -84,16 +84,18 @@ int main(int argc, char** argv) {
   auto* search_cmd = app.add_subcommand(
       "search",
       "Search the space of key=DIST overrides (loguniform(a,b), uniform(a,b), int(a,b), choice(x,y)) with "
-      "asynchronous successive halving (asha), population based training (pbt) or random search; rerun to continue "
+      "asynchronous successive halving (asha, its new trials random or tpe), population based training (pbt) or random "
+      "search; rerun to continue "
       "(docs/search.md)");
   search_cmd->add_option("config", config, "Experiment YAML")->required();
   search_cmd->add_option("overrides", overrides, "key=value (every trial) or key=DIST (searched)");
   search_cmd
       ->add_option("--method", se.method,
-                   "asha (pause at rungs, promote the top 1/eta), pbt (--trials "
+                   "asha (pause at rungs, promote the top 1/eta), tpe (asha, new trials "
+                   "from a Parzen estimator of the rung results), pbt (--trials "
                    "members, every --rung steps the bottom quarter copies the top quarter and perturbs) or "
                    "random (no rungs)")
-      ->check(CLI::IsMember({"asha", "pbt", "random"}));
+      ->check(CLI::IsMember({"asha", "tpe", "pbt", "random"}));
   search_cmd->add_option("--trials", se.trials, "Trials sampled")->required()->check(CLI::Range(1, 100000));
   search_cmd->add_option("--budget", se.budget, "Steps of a trial that runs to the end (the last rung)")
       ->required()

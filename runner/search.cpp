@@ -37,6 +37,7 @@
 #include "search/asha.hpp"
 #include "search/journal.hpp"
 #include "search/pbt.hpp"
+#include "search/tpe.hpp"
 #include "search/summary.hpp"
 
 namespace fs = std::filesystem;
@@ -149,10 +150,17 @@ void recover(Journal& j, const Plan& p) {
   }
 }
 
-// The values of trial `id`, drawn from its own generator.
-std::vector<std::string> sample_trial(const Plan& p, int id) {
-  std::mt19937_64 rng = trial_rng(p.opt.seed, uint64_t(id), 0);
+// The values of trial `id`: drawn from its own generator, or (tpe) by the
+// Parzen estimator from the scores so far.
+std::vector<std::string> sample_trial(const Plan& p, const SearchState& s, int id) {
   std::vector<std::string> f = {"new", std::to_string(id)};
+  if (p.opt.method == "tpe") {
+    const Tpe tpe{&p.space, p.opt.maximize, p.opt.seed, tpe_startup(p.opt.trials)};
+    const auto v = tpe.sample(s, id);
+    f.insert(f.end(), v.begin(), v.end());
+    return f;
+  }
+  std::mt19937_64 rng = trial_rng(p.opt.seed, uint64_t(id), 0);
   for (const auto& d : p.space) f.push_back(d.key + "=" + d.sample(rng));
   return f;
 }
@@ -293,7 +301,7 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
       const Action a = is_pbt ? pbt.next(j.state()) : asha.next(j.state());
       if (a.kind == Action::Kind::kNone) break;
       if (a.kind == Action::Kind::kNew && size_t(a.trial) == j.state().trials.size())
-        j.append(sample_trial(p, a.trial));
+        j.append(sample_trial(p, j.state(), a.trial));
       const Trial& t = j.state().trials[size_t(a.trial)];
       const char* how = t.status == Status::kInterrupted ? "goes on"
                         : t.scores.empty()               ? "started"

@@ -18,6 +18,7 @@
 #include "search/pbt.hpp"
 #include "search/plan.hpp"
 #include "search/space.hpp"
+#include "search/tpe.hpp"
 #include "support.hpp"
 #include "wire/record_log.hpp"
 
@@ -246,6 +247,52 @@ TEST(Pbt, TheBottomQuarterCopiesTheTopQuarterOnceEveryMemberPausedThere) {
   EXPECT_EQ(pbt.decide_at(paused_at({1, 2, 3, 4, 5, 6, 7, 8}, 30)), -1);
 }
 
+// TPE: after the startup trials (random search's own draws), new values
+// crowd where the good quarter lies: on (u - 0.2)^2 over lr's log position,
+// and on a choice whose third value is best (by more than lr can give: a
+// univariate TPE locks onto the first good choice it meets otherwise).
+TEST(Tpe, NewTrialsCrowdWhereTheGoodQuarterLies) {
+  const std::vector<Dimension> space = {parse_dimension("system.lr", "loguniform(0.0001,1)"),
+                                        parse_dimension("data.batch_size", "choice(16,32,64,128)")};
+  const Tpe tpe{&space, false, 3, 10};
+  SearchState s;
+  auto objective = [&](const std::vector<std::string>& v) {
+    const double u = space[0].unit(v[0].substr(v[0].find('=') + 1));
+    return (u - 0.2) * (u - 0.2) + (v[1] == "data.batch_size=64" ? 0.0 : 0.3);
+  };
+  // The startup draws are random search's: trial N's own stream.
+  for (int i = 0; i < 10; ++i) {
+    const auto v = tpe.sample(s, i);
+    auto rng = trial_rng(3, uint64_t(i), 0);
+    ASSERT_EQ(
+        v, (std::vector<std::string>{"system.lr=" + space[0].sample(rng), "data.batch_size=" + space[1].sample(rng)}));
+  }
+  std::vector<std::string> f;
+  for (int i = 0; i < 60; ++i) {
+    const auto v = tpe.sample(s, i);
+    f = {"new", std::to_string(i)};
+    f.insert(f.end(), v.begin(), v.end());
+    s.apply(record(f));
+    s.apply(record({"run", std::to_string(i), "90"}));
+    s.apply(record({"score", std::to_string(i), "90", std::to_string(objective(v))}));
+    s.apply(record({"end", std::to_string(i), "done", ""}));
+  }
+  double tpe_gap = 0, random_gap = 0;
+  int at_64 = 0;
+  for (int i = 40; i < 60; ++i) {
+    const Trial& t = s.trials[size_t(i)];
+    tpe_gap += std::abs(space[0].unit(t.value("system.lr")) - 0.2) / 20;
+    at_64 += t.value("data.batch_size") == "64";
+    auto rng = trial_rng(3, uint64_t(i), 0);
+    random_gap += std::abs(space[0].unit(space[0].sample(rng)) - 0.2) / 20;
+  }
+  // Uniform draws are 0.34 from 0.2 on average; the last 20 of TPE's within a third of that.
+  EXPECT_LT(tpe_gap, random_gap / 3) << tpe_gap << " vs " << random_gap;
+  EXPECT_GE(at_64, 12) << "of 20 (random: 5)";
+  // The same state gives the same values.
+  EXPECT_EQ(tpe.sample(s, 60), tpe.sample(s, 60));
+}
+
 // ---- the command ------------------------------------------------------------
 
 namespace {
@@ -458,4 +505,28 @@ TEST(SearchCli, PbtExploitsATopMembersCheckpointAndTrainsOnFromItExactly) {
   // --summary names the lineage.
   const auto s = gantry::test::run_gantry(kTinySearch + args + " --summary", dir.path());
   EXPECT_NE(s.out.find("copied " + trial_name(from.id) + " at 10;"), std::string::npos) << s.out;
+}
+
+// --method tpe: ASHA's schedule, its first trials random search's draws and
+// the later ones the estimator's (not those draws).
+TEST(SearchCli, TpeSchedulesAsAshaAndDrawsItsLaterTrialsFromTheResults) {
+  TempDir dir;
+  const auto r =
+      gantry::test::run_gantry(kTinySearch +
+                                   " --method tpe --trials 6 --budget 20 --rung 10 --eta 2 --metric loss --parallel 2 "
+                                   "trainer.threads=1",
+                               dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find(": promoted to step 20"), std::string::npos) << r.out;
+  const Journal j = journal_of(dir);
+  ASSERT_EQ(j.state().trials.size(), 6u);
+  const Dimension lr = parse_dimension("system.lr", "loguniform(0.001,1)");
+  int drawn_by_tpe = 0;
+  for (const auto& t : j.state().trials) {
+    auto rng = trial_rng(0, uint64_t(t.id), 0);
+    const bool random = t.value("system.lr") == lr.sample(rng);
+    if (t.id < tpe_startup(6)) EXPECT_TRUE(random) << trial_name(t.id);
+    drawn_by_tpe += !random;
+  }
+  EXPECT_GE(drawn_by_tpe, 3) << "of the 4 after the startup";
 }

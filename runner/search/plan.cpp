@@ -92,8 +92,8 @@ Plan make_plan(const std::string& config, const std::vector<std::string>& args, 
   Plan p;
   p.config = config;
   p.opt = opt;
-  if (opt.method != "asha" && opt.method != "random" && opt.method != "pbt")
-    throw ConfigError("gantry search: --method " + opt.method + " is not known (asha, pbt or random)");
+  if (opt.method != "asha" && opt.method != "random" && opt.method != "pbt" && opt.method != "tpe")
+    throw ConfigError("gantry search: --method " + opt.method + " is not known (asha, tpe, pbt or random)");
   if (opt.metric.empty()) throw ConfigError("gantry search: --metric is required (a metrics.csv column: quality_fd)");
   if (opt.trials < 1) throw ConfigError("gantry search: --trials must be >= 1");
   if (opt.budget < 1) throw ConfigError("gantry search: --budget (a trial's steps at most) must be >= 1");

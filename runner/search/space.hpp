@@ -33,7 +33,8 @@ struct Dimension {
   /// bounds; with `resample`, a fresh draw instead.
   std::string perturb(const std::string& value, std::mt19937_64& rng, bool resample) const;
   /// Where `value` lies in [0, 1] (TPE's kernels work there): the uniform
-  /// position, the log position, the choice's index over (n - 1).
+  /// position, the log position, the middle of an integer's or a choice's
+  /// equal share of [0, 1].
   double unit(const std::string& value) const;
   /// The inverse of unit() (clamped into [0, 1]), as the text a config gets.
   std::string from_unit(double u) const;
