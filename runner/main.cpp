@@ -112,6 +112,11 @@ int main(int argc, char** argv) {
   search_cmd->add_option("--eta", se.eta, "The halving factor: the top 1/eta of a rung go on (default 3)")
       ->check(CLI::Range(int64_t(2), int64_t(1000)));
   search_cmd->add_option("--seed", se.seed, "The sampler's seed (default 0)");
+  search_cmd
+      ->add_option("--lease", se.lease_s,
+                   "Seconds after which a worker that stopped renewing its lease is gone and another takes "
+                   "its trials (default 60; renewed every lease/6)")
+      ->check(CLI::Range(1.0, 86400.0));
   search_cmd->add_flag("--summary", se.summary_only, "Only print the leaderboard of what has run");
 
   auto* validate = app.add_subcommand("validate", "Check a config, its plugin and data without training");

@@ -124,30 +124,44 @@ void check_settings(Journal& j, const Plan& p) {
   }
 }
 
-// Trials the journal says are running belong to a search that was killed:
-// their processes got SIGTERM with it and checkpoint; wait for them to be
-// gone (their run directory's lock), then they go on first.
-// A trial that failed (a crash, a kill) is tried again, as gantry sweep does:
-// one more attempt each time the search runs.
-void recover(Journal& j, const Plan& p) {
-  for (const Trial& t : j.state().trials) {
-    if (t.status == Status::kFailed) {
+// Under the lock: trials the journal says are running whose search is gone
+// (killed on this host, or a worker whose lease ran out). Their processes
+// got SIGTERM with it and checkpoint: once gone (on this host; another
+// host's died with its worker, or its lease would hold), each is marked
+// interrupted and goes on first, from its checkpoint. `first`: this search
+// just started, and a trial that failed (a crash, a kill) is tried again, as
+// gantry sweep does: one more attempt each time the search runs.
+void take_over(Journal& j, const Plan& p, const std::string& me, bool first) {
+  const fs::path workers = p.dir / "workers";
+  const std::string here = me.substr(0, me.rfind(':'));
+  for (size_t i = 0; i < j.state().trials.size(); ++i) {
+    const Trial& t = j.state().trials[i];
+    if (first && t.status == Status::kFailed) {
       std::printf("search: %s: failed in an earlier run of the search (%s): tried again\n", trial_name(t.id).c_str(),
                   t.note.c_str());
       j.append({"end", std::to_string(t.id), "interrupted", "tried again: it failed in an earlier run of the search"});
       continue;
     }
-    if (t.status != Status::kRunning) continue;
+    if (t.status != Status::kRunning || t.worker == me) continue;
+    if (!t.worker.empty() && worker_alive(t.worker, workers, p.opt.lease_s)) continue;
+    const bool local = t.worker.empty() || t.worker.substr(0, t.worker.rfind(':')) == here;
+    if (local && t.pid > 0 && ::kill(pid_t(t.pid), 0) == 0) continue;  // still checkpointing: look again later
+    const std::string id = std::to_string(t.id), name = trial_name(t.id);
     if (t.score_at(t.target)) {  // killed between its score and its end: it reached its target
-      j.append({"end", std::to_string(t.id), t.target >= p.opt.budget ? "done" : "paused", ""});
+      j.append({"end", id, t.target >= p.opt.budget ? "done" : "paused", ""});
       continue;
     }
-    for (int i = 0; i < 600 && t.pid > 0 && ::kill(pid_t(t.pid), 0) == 0; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    j.append({"end", std::to_string(t.id), "interrupted", "the search stopped while it ran"});
-    std::printf("search: %s: interrupted (the search was stopped): it goes on from its checkpoint\n",
-                trial_name(t.id).c_str());
+    const bool lease = !local;
+    j.append({"end", id, "interrupted",
+              lease ? "its worker " + t.worker + " stopped renewing its lease" : "the search stopped while it ran"});
+    if (lease)
+      std::printf(
+          "search: %s: interrupted (its worker %s is gone: no lease for %g s): it goes on from its checkpoint\n",
+          name.c_str(), t.worker.c_str(), p.opt.lease_s);
+    else
+      std::printf("search: %s: interrupted (the search was stopped): it goes on from its checkpoint\n", name.c_str());
   }
+  std::fflush(stdout);
 }
 
 // The values of trial `id`: drawn from its own generator, or (tpe) by the
@@ -259,9 +273,14 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
   fs::create_directories(p.dir, ec);
   if (ec) throw Error("cannot create " + p.dir.string() + ": " + ec.message());
   Journal j(journal_path, true);
-  if (!j.note().empty()) std::printf("search: journal %s: %s\n", journal_path.c_str(), j.note().c_str());
-  check_settings(j, p);
-  recover(j, p);
+  const std::string me = this_worker();
+  renew_lease(p.dir / "workers");
+  {
+    const auto lock = j.lock(opt.lease_s);
+    if (!j.note().empty()) std::printf("search: journal %s: %s\n", journal_path.c_str(), j.note().c_str());
+    check_settings(j, p);
+    take_over(j, p, me, true);
+  }
   const Asha asha{p.rungs, opt.eta, opt.trials, opt.maximize};
   const Pbt pbt{p.rungs, opt.trials, opt.maximize, opt.seed, &p.space};
   const bool is_pbt = opt.method == "pbt";
@@ -285,6 +304,8 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
   std::vector<Running> running;
   bool forwarded = false;
   std::string fatal;
+  auto renewed = std::chrono::steady_clock::now();
+  bool waiting_said = false;
   while (true) {
     const int sig = g_search_signal.load();
     if ((sig || !fatal.empty()) && !forwarded) {
@@ -295,41 +316,69 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
       std::fflush(stdout);
       for (const auto& r : running) ::kill(r.pid, sig ? sig : SIGTERM);
     }
-    if (is_pbt && !forwarded && running.empty())
-      if (const int64_t step = pbt.decide_at(j.state()); step > 0) exploit_at(j, p, pbt, step);
-    while (!forwarded && int(running.size()) < slots) {
-      const Action a = is_pbt ? pbt.next(j.state()) : asha.next(j.state());
-      if (a.kind == Action::Kind::kNone) break;
-      if (a.kind == Action::Kind::kNew && size_t(a.trial) == j.state().trials.size())
-        j.append(sample_trial(p, j.state(), a.trial));
-      const Trial& t = j.state().trials[size_t(a.trial)];
-      const char* how = t.status == Status::kInterrupted ? "goes on"
-                        : t.scores.empty()               ? "started"
-                        : is_pbt                         ? "trains on"
-                                                         : "promoted";
-      const pid_t pid = start_trial(p, p.train_args(t, a.target, threads), p.trial_log(t.id));
-      j.append({"run", std::to_string(t.id), std::to_string(a.target), std::to_string(pid)});
-      running.push_back({t.id, pid, a.target});
-      std::printf("search: %s: %s to step %ld (%s; log %s)\n", trial_name(t.id).c_str(), how, long(a.target),
-                  values_text(t).c_str(), p.trial_log(t.id).c_str());
-      std::fflush(stdout);
+    if (forwarded && running.empty()) break;
+    if (!forwarded && int(running.size()) < slots) {
+      // Decide under the journal's lock, after what other workers appended.
+      const auto lock = j.lock(opt.lease_s);
+      take_over(j, p, me, false);
+      if (is_pbt)
+        if (const int64_t step = pbt.decide_at(j.state()); step > 0) exploit_at(j, p, pbt, step);
+      while (int(running.size()) < slots) {
+        const Action a = is_pbt ? pbt.next(j.state()) : asha.next(j.state());
+        if (a.kind == Action::Kind::kNone) break;
+        if (a.kind == Action::Kind::kNew && size_t(a.trial) == j.state().trials.size())
+          j.append(sample_trial(p, j.state(), a.trial));
+        const Trial& t = j.state().trials[size_t(a.trial)];
+        const char* how = t.status == Status::kInterrupted ? "goes on"
+                          : t.scores.empty()               ? "started"
+                          : is_pbt                         ? "trains on"
+                                                           : "promoted";
+        const pid_t pid = start_trial(p, p.train_args(t, a.target, threads), p.trial_log(t.id));
+        j.append({"run", std::to_string(t.id), std::to_string(a.target), std::to_string(pid), me});
+        running.push_back({t.id, pid, a.target});
+        std::printf("search: %s: %s to step %ld (%s; log %s)\n", trial_name(t.id).c_str(), how, long(a.target),
+                    values_text(t).c_str(), p.trial_log(t.id).c_str());
+        std::fflush(stdout);
+        waiting_said = false;
+      }
+      if (running.empty()) {
+        if (j.state().count(Status::kRunning) == 0) break;  // nothing left to run, here or anywhere
+        if (!waiting_said)
+          std::printf("search: nothing to start now: %zu trials run elsewhere (other workers); waiting for them\n",
+                      j.state().count(Status::kRunning));
+        waiting_said = true;
+        std::fflush(stdout);
+      }
     }
-    if (running.empty()) break;
+    // Wait up to 0.5 s for one of ours to end; the lease is renewed meanwhile.
     int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      break;
+    pid_t pid = 0;
+    for (int i = 0; i < 10 && pid == 0 && !g_search_signal.load(); ++i) {
+      pid = running.empty() ? 0 : ::waitpid(-1, &status, WNOHANG);
+      if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (std::chrono::steady_clock::now() - renewed > std::chrono::duration<double>(opt.lease_s / 6)) {
+        renew_lease(p.dir / "workers");
+        renewed = std::chrono::steady_clock::now();
+      }
     }
+    if (pid <= 0) continue;
     const auto it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.pid == pid; });
     if (it == running.end()) continue;
     const Running r = *it;
     running.erase(it);
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    const auto lock = j.lock(opt.lease_s);
+    const Trial& t = j.state().trials[size_t(r.trial)];
+    if (t.status != Status::kRunning || t.worker != me) {
+      std::printf("search: %s: taken over by %s while it ran here (this worker's lease ran out): not recorded\n",
+                  trial_name(r.trial).c_str(), t.worker.c_str());
+      continue;
+    }
     const std::string line = record_end(j, p, r, code, forwarded && fatal.empty());
     if (!line.empty() && fatal.empty()) fatal = line;
     std::fflush(stdout);
   }
+  { const auto lock = j.lock(opt.lease_s); }
   print_summary(j.state(), p);
   if (!fatal.empty()) throw ConfigError(fatal);
   if (forwarded) return 128 + g_search_signal.load();

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -104,6 +106,8 @@ TEST(SearchJournal, ATornLastRecordIsCutAndTheRestReadBack) {
   }
   Journal j(path, true);
   EXPECT_NE(j.note().find("torn last record cut (6 bytes"), std::string::npos) << j.note();
+  EXPECT_EQ(std::filesystem::file_size(path), whole + 6) << "cut only under the lock: it may be another's append";
+  auto lock = j.lock(60);
   EXPECT_EQ(std::filesystem::file_size(path), whole);
   ASSERT_EQ(j.state().trials.size(), 1u);
   const Trial& t = j.state().trials[0];
@@ -112,6 +116,8 @@ TEST(SearchJournal, ATornLastRecordIsCutAndTheRestReadBack) {
   EXPECT_EQ(t.scores[0].step, 10);
   EXPECT_EQ(t.value("system.lr"), "0.01");
   j.append({"run", "0", "30", "124"});
+  lock.reset();
+  EXPECT_FALSE(std::filesystem::exists(path + ".lock"));
   const Journal reread(path, false);
   EXPECT_EQ(reread.state().trials[0].status, Status::kRunning);
   EXPECT_TRUE(reread.note().empty());
@@ -529,4 +535,153 @@ TEST(SearchCli, TpeSchedulesAsAshaAndDrawsItsLaterTrialsFromTheResults) {
     drawn_by_tpe += !random;
   }
   EXPECT_GE(drawn_by_tpe, 3) << "of the 4 after the startup";
+}
+
+// ---- several workers on one journal ------------------------------------------
+
+// Eight processes append 40 records each under the lock, each the next trial
+// after what it re-read: any two that decided at once would write the same
+// trial twice (the journal refuses it on reading). A lock whose holder is
+// dead, or whose lease is over, is broken; a live one is waited for, then
+// named.
+TEST(SearchJournal, WritersRacingUnderTheLockNeverDecideAtOnce) {
+  TempDir dir;
+  const std::string path = dir / "journal";
+  { Journal(path, true).append({"search", "method=asha"}); }
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 8; ++k) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        Journal j(path, true);
+        for (int i = 0; i < 40; ++i) {
+          const auto lock = j.lock(60);
+          j.append({"new", std::to_string(j.state().trials.size()), "system.lr=" + std::to_string(k)});
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "writer %d: %s\n", k, e.what());
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    kids.push_back(pid);
+  }
+  for (const pid_t pid : kids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  const Journal j(path, false);
+  ASSERT_EQ(j.state().trials.size(), 320u);
+  std::map<std::string, int> by_writer;
+  for (const auto& t : j.state().trials) ++by_writer[t.value("system.lr")];
+  for (const auto& [k, n] : by_writer) EXPECT_EQ(n, 40) << "writer " << k;
+  EXPECT_FALSE(std::filesystem::exists(path + ".lock"));
+
+  // A holder on this host that is gone (pid 2^22 + 1 is above pid_max's default), and one elsewhere whose lease is
+  // over.
+  const auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  gantry::test::write_text(
+      path + ".lock", this_worker().substr(0, this_worker().rfind(':')) + ":4194305 " + std::to_string(now) + "\n");
+  EXPECT_EQ(JournalLock(path + ".lock", 60).broken(), 1);
+  gantry::test::write_text(path + ".lock", "elsewhere:12 " + std::to_string(now - 120) + "\n");
+  EXPECT_EQ(JournalLock(path + ".lock", 60).broken(), 1);
+  gantry::test::write_text(path + ".lock", "elsewhere:12 " + std::to_string(now) + "\n");
+  try {
+    JournalLock held(path + ".lock", 60, 0.3);
+    FAIL() << "took a lock another holds";
+  } catch (const gantry::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is held by elsewhere:12"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+
+// The records of the journal: how many times each (trial, target) was run.
+std::map<std::pair<std::string, std::string>, int> runs_of(const std::string& journal) {
+  std::map<std::pair<std::string, std::string>, int> out;
+  for (const auto& r : gantry::wire::replay(journal).frames)
+    if (r.rfind("run\t", 0) == 0) {
+      const size_t a = r.find('\t', 4), b = r.find('\t', a + 1);
+      ++out[{r.substr(4, a - 4), r.substr(a + 1, b - a - 1)}];
+    }
+  return out;
+}
+
+}  // namespace
+
+// Three searches started at once on one directory (a SLURM array's workers
+// on one node) share the trials: none runs twice to one target, the search
+// ends with every trial decided, and its best equals a straight run.
+TEST(SearchCli, ThreeWorkersRacingOnOneJournalShareTheTrials) {
+  TempDir dir;
+  const std::string cmd =
+      kTinySearch + " --trials 6 --budget 40 --rung 10 --eta 2 --metric loss --parallel 1 trainer.threads=1";
+  std::vector<pid_t> workers;
+  for (int w = 0; w < 3; ++w)
+    workers.push_back(gantry::test::spawn_gantry(cmd, dir.path(), dir / ("w" + std::to_string(w) + ".log")));
+  std::string logs;
+  for (size_t w = 0; w < workers.size(); ++w) {
+    int status = 0;
+    ::waitpid(workers[w], &status, 0);
+    logs += gantry::test::read_text(dir / ("w" + std::to_string(w) + ".log"));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << logs;
+  }
+  const std::string journal = (dir.path() / "runs/tiny/search/journal").string();
+  for (const auto& [run, n] : runs_of(journal)) EXPECT_EQ(n, 1) << "trial " << run.first << " to " << run.second;
+  const Journal j(journal, false);
+  ASSERT_EQ(j.state().trials.size(), 6u) << logs;
+  std::set<std::string> who;
+  for (const auto& t : j.state().trials) {
+    EXPECT_TRUE(t.status == Status::kDone || t.status == Status::kPaused) << trial_name(t.id);
+    who.insert(t.worker);
+  }
+  EXPECT_GE(who.size(), 2u) << "one worker ran everything: " << logs;
+  const Trial* best = best_done(j.state());
+  ASSERT_NE(best, nullptr) << logs;
+  expect_same_as_straight(dir, *best, 40, 10);
+}
+
+// A worker on another node (another hostname: a UTS namespace) killed with
+// -9: its trial checkpoints (SIGTERM with its parent), its lease runs out,
+// and the worker that remains takes the trial and finishes it from its
+// checkpoint, as an uninterrupted run.
+TEST(SearchCli, AWorkerKilledOnAnotherNodeLosesItsLeaseAndAnotherFinishesItsTrial) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a UTS namespace (CI runs as root)";
+  TempDir dir;
+  const std::string fixed = "trainer.log_every_n_steps=500 checkpoint.every_n_steps=250";
+  const std::string cmd = kTinySearch +
+                          " --trials 3 --budget 3000 --rung 1000 --eta 2 --metric loss --parallel 1 "
+                          "trainer.threads=1 --lease 2 " +
+                          fixed;
+  gantry::test::write_text(dir / "node_b.sh", "hostname node-b\nexec '" + std::string(GANTRY_BIN) + "' " + cmd + "\n");
+  const pid_t a = ::fork();
+  if (a == 0) {
+    const std::string sh = "cd '" + dir.path().string() + "' && exec unshare --uts /bin/sh node_b.sh >a.log 2>&1";
+    ::execl("/bin/sh", "sh", "-c", sh.c_str(), nullptr);
+    ::_exit(127);
+  }
+  const std::string journal = (dir.path() / "runs/tiny/search/journal").string();
+  bool running = false;
+  for (int i = 0; i < 3000 && !running; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!std::filesystem::exists(journal)) continue;
+    const Journal j(journal, false);
+    for (const auto& t : j.state().trials) running |= t.status == Status::kRunning && t.worker.rfind("node-b:", 0) == 0;
+  }
+  ASSERT_TRUE(running) << gantry::test::read_text(dir / "a.log");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a checkpoint or two of its trial
+  ::kill(a, SIGKILL);
+  ::waitpid(a, nullptr, 0);
+  const auto b = gantry::test::run_gantry(cmd, dir.path());
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find("is gone: no lease for 2 s): it goes on from its checkpoint"), std::string::npos) << b.out;
+  const Journal j(journal, false);
+  ASSERT_EQ(j.state().trials.size(), 3u);
+  const Trial& taken = j.state().trials[0];
+  EXPECT_EQ(taken.worker.rfind("node-b:", 0), std::string::npos) << "finished by the worker that remained";
+  for (const auto& t : j.state().trials)
+    EXPECT_TRUE(t.status == Status::kDone || t.status == Status::kPaused) << trial_name(t.id) << " " << t.note;
+  expect_same_as_straight(dir, taken, taken.reached(), 500, fixed);
 }

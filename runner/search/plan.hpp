@@ -27,6 +27,7 @@ struct SearchOptions {
   int64_t eta = 3;              ///< the halving factor: the top 1/eta of a rung go on
   uint64_t seed = 0;            ///< the sampler's seed
   bool summary_only = false;    ///< print the leaderboard, run nothing
+  double lease_s = 60;          ///< a worker that has not renewed its lease for this long is gone
 };
 
 struct Plan {

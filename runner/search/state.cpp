@@ -138,6 +138,7 @@ void SearchState::apply(const std::string& r) {
     need(3);
     t.target = to_int(f[2]);
     t.pid = f.size() > 3 ? long(to_int(f[3])) : 0;
+    t.worker = f.size() > 4 ? f[4] : "";
     t.status = Status::kRunning;
     if (!t.scores.empty()) t.promoted = true;
     t.note.clear();

@@ -7,7 +7,7 @@
 //
 //   search  <setting>=<value> ...           the settings (first record)
 //   new     <trial> <key=value> ...         a trial and its values
-//   run     <trial> <target step> <pid>     started, or promoted, to that step
+//   run     <trial> <target step> <pid> <worker>  started, or promoted, to that step (by worker host:pid)
 //   score   <trial> <step> <score>          its metric at a rung
 //   end     <trial> <status> <text>         paused | done | stopped | failed | interrupted
 //   exploit <trial> <from> <step> <seed> <key=value> ...  PBT: takes <from>'s checkpoint at <step> (new
@@ -53,6 +53,7 @@ struct Trial {
   std::vector<Lineage> lineage;
   bool promoted = false;  ///< its last run target is beyond its first rung (ASHA)
   long pid = 0;           ///< the process of its last run (a rerun waits for it to be gone)
+  std::string worker;     ///< the search ("host:pid") that runs it; "" when written by one before workers
 
   /// The value of `key` among its overrides ("" if none).
   std::string value(const std::string& key) const;
