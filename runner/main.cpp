@@ -118,6 +118,13 @@ int main(int argc, char** argv) {
                    "its trials (default 60; renewed every lease/6)")
       ->check(CLI::Range(1.0, 86400.0));
   search_cmd->add_flag("--summary", se.summary_only, "Only print the leaderboard of what has run");
+  search_cmd
+      ->add_option("--submit", se.submit_workers,
+                   "Submit the search as a SLURM array of this many workers (slurm.array_parallel at once), "
+                   "each taking trials from the journal; nothing runs here")
+      ->check(CLI::Range(1, 100000));
+  search_cmd->add_flag("--dry-run", se.dry_run, "With --submit: print the sbatch script");
+  search_cmd->add_flag("--wait", se.wait, "With --submit: sbatch --wait, exit with the array's status");
 
   auto* validate = app.add_subcommand("validate", "Check a config, its plugin and data without training");
   validate->add_option("config", config, "Experiment YAML")->required();

@@ -34,6 +34,7 @@
 
 #include "gantry/errors.hpp"
 #include "launch.hpp"
+#include "submit.hpp"
 #include "search/asha.hpp"
 #include "search/journal.hpp"
 #include "search/pbt.hpp"
@@ -80,6 +81,12 @@ pid_t start_trial(const Plan& p, const std::vector<std::string>& args, const fs:
     ::dup2(fd, 2);
   }
   ::setpgid(0, 0);
+  // Under a SLURM array the worker, not its trial, is the job's task: the
+  // trial must not take the job's signals as its own (nor requeue it).
+  std::vector<std::string> slurm_vars;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "SLURM_", 6) == 0) slurm_vars.emplace_back(*e, std::strchr(*e, '=') - *e);
+  for (const auto& v : slurm_vars) ::unsetenv(v.c_str());
   if (p.devices == 1) {
     exec_train(p.opt.gantry_exe, p.config, args);
   } else {
@@ -190,12 +197,18 @@ std::string values_text(const Trial& t) {
 std::string record_end(Journal& j, const Plan& p, const Running& r, int code, bool stopping) {
   const std::string id = std::to_string(r.trial), name = trial_name(r.trial);
   const fs::path log = p.trial_log(r.trial);
+  // Stopped by a signal of its own (a SLURM preemption reaches every process of the job, a user's kill):
+  // it checkpointed, and goes on.
+  const bool signalled = code == 129 || code == 130 || code == 138 || code == 140 || code == 143;
   if (code != 0) {
     const std::string last = last_line_of(log);
-    std::string status = stopping ? "interrupted" : "failed";
+    std::string status = stopping || signalled ? "interrupted" : "failed";
     if (!stopping && (last.find("NaN") != std::string::npos || last.find("nan") != std::string::npos))
       status = "stopped";  // diverged: a NaN/Inf metric ended it
-    j.append({"end", id, status, stopping ? "the search was stopped" : last});
+    j.append({"end", id, status,
+              stopping    ? "the search was stopped"
+              : signalled ? "stopped by signal " + std::to_string(code - 128)
+                          : last});
     std::printf("search: %s: %s%s\n", name.c_str(), status.c_str(), stopping ? "" : (": " + last).c_str());
     return "";
   }
@@ -269,6 +282,34 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
     print_summary(j.state(), p);
     return 0;
   }
+  if (opt.submit_workers > 0) {  // a SLURM array of workers, each this command with --parallel 1
+    std::vector<std::string> tail = {"--method",
+                                     opt.method,
+                                     "--trials",
+                                     std::to_string(opt.trials),
+                                     "--budget",
+                                     std::to_string(opt.budget),
+                                     "--metric",
+                                     opt.metric,
+                                     opt.maximize ? "--max" : "--min",
+                                     "--rung",
+                                     std::to_string(p.rungs.front()),
+                                     "--eta",
+                                     std::to_string(opt.eta),
+                                     "--seed",
+                                     std::to_string(opt.seed),
+                                     "--lease",
+                                     format_value(opt.lease_s),
+                                     "--parallel",
+                                     "1"};
+    const engine::JobSettings job = engine::load_job(config, p.fixed);
+    const std::string script =
+        render_sbatch(job, engine::read_file(find_template(job.slurm.template_path, opt.gantry_exe)), opt.gantry_exe,
+                      config, args, size_t(opt.submit_workers), "search", tail);
+    return submit_script(
+        job, script, opt.dry_run, opt.wait, size_t(opt.submit_workers),
+        ", an array of " + std::to_string(opt.submit_workers) + " search workers on " + p.dir.string());
+  }
   std::error_code ec;
   fs::create_directories(p.dir, ec);
   if (ec) throw Error("cannot create " + p.dir.string() + ": " + ec.message());
@@ -301,6 +342,8 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
   sa.sa_handler = on_search_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);  // SLURM's --signal=USR1@N: a preemption coming
+  sigaction(SIGUSR2, &sa, nullptr);
   std::vector<Running> running;
   bool forwarded = false;
   std::string fatal;
@@ -314,7 +357,7 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
         std::printf("search: signal %d: stopping the running trials at their next step (each saves a checkpoint)\n",
                     sig);
       std::fflush(stdout);
-      for (const auto& r : running) ::kill(r.pid, sig ? sig : SIGTERM);
+      for (const auto& r : running) ::kill(r.pid, sig == SIGINT ? SIGINT : SIGTERM);
     }
     if (forwarded && running.empty()) break;
     if (!forwarded && int(running.size()) < slots) {
@@ -353,7 +396,7 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
     // Wait up to 0.5 s for one of ours to end; the lease is renewed meanwhile.
     int status = 0;
     pid_t pid = 0;
-    for (int i = 0; i < 10 && pid == 0 && !g_search_signal.load(); ++i) {
+    for (int i = 0; i < 10 && pid == 0 && (forwarded || !g_search_signal.load()); ++i) {
       pid = running.empty() ? 0 : ::waitpid(-1, &status, WNOHANG);
       if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       if (std::chrono::steady_clock::now() - renewed > std::chrono::duration<double>(opt.lease_s / 6)) {
@@ -381,7 +424,18 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
   { const auto lock = j.lock(opt.lease_s); }
   print_summary(j.state(), p);
   if (!fatal.empty()) throw ConfigError(fatal);
-  if (forwarded) return 128 + g_search_signal.load();
+  const int sig = g_search_signal.load();
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (forwarded && (sig == SIGUSR1 || sig == SIGUSR2) && job) {  // preempted: the worker comes back, its trials go on
+    const std::string cmd = std::string("scontrol requeue ") + job + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    if (rc == 0) {
+      std::printf("search: requeued SLURM job %s: its trials go on from their checkpoints when it restarts\n", job);
+      return 0;
+    }
+    std::printf("search: scontrol requeue %s failed (exit %d): rerun the search to go on\n", job, rc);
+  }
+  if (forwarded) return 128 + sig;
   return j.state().count(Status::kFailed) ? 1 : 0;
 }
 

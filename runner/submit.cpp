@@ -27,7 +27,8 @@ std::string replace_all(std::string text, const std::string& from, const std::st
   return text;
 }
 
-// slurm.template as given, else beside an installed gantry, else in the source tree.
+}  // namespace
+
 std::string find_template(const std::string& path, const std::string& gantry_exe) {
   std::vector<fs::path> candidates = {fs::path(path)};
   const fs::path prefix = fs::path(gantry_exe).parent_path().parent_path();
@@ -41,20 +42,21 @@ std::string find_template(const std::string& path, const std::string& gantry_exe
                     (prefix / "share" / "gantry").string() + " or the source tree)");
 }
 
-}  // namespace
-
 std::string render_sbatch(const engine::JobSettings& job, const std::string& template_text,
                           const std::string& gantry_exe, const std::string& config_path,
-                          const std::vector<std::string>& overrides, size_t array_size) {
+                          const std::vector<std::string>& overrides, size_t array_size, const std::string& subcommand,
+                          const std::vector<std::string>& tail) {
   const auto& s = job.slurm;
   const auto& t = job;
   const int64_t cpus = s.cpus_per_task > 0 ? s.cpus_per_task : (t.threads > 0 ? t.threads : 1);
   std::string d;
   auto line = [&](const std::string& opt) { d += "#SBATCH " + opt + "\n"; };
   line("--job-name=" + job.name);
+  // A search's worker is one task that starts its trials' ranks itself (gantry launch -n devices).
+  const bool one_task = array_size > 0 && subcommand == "search";
   line("--nodes=" + std::to_string(t.num_nodes));
-  line("--ntasks-per-node=" + std::to_string(t.devices));
-  line("--cpus-per-task=" + std::to_string(cpus));
+  line("--ntasks-per-node=" + std::to_string(one_task ? 1 : t.devices));
+  line("--cpus-per-task=" + std::to_string(one_task ? cpus * t.devices : cpus));
   if (t.cuda) line("--gres=gpu:" + std::to_string(t.devices));
   line("--time=" + s.time);
   if (!s.partition.empty()) line("--partition=" + s.partition);
@@ -71,10 +73,11 @@ std::string render_sbatch(const engine::JobSettings& job, const std::string& tem
     line("--output=" + (fs::absolute(t.out_dir) / job.name / "slurm-%j.out").string());
   }
   d.pop_back();
-  std::string cmd = shell_quote(gantry_exe) + (array_size > 0 ? " sweep " : " train ") +
+  std::string cmd = shell_quote(gantry_exe) + " " + (array_size > 0 ? subcommand : std::string("train")) + " " +
                     shell_quote(fs::absolute(config_path).string());
   for (const auto& o : overrides) cmd += " " + shell_quote(o);
-  if (array_size > 0) cmd += " --array-task";
+  if (array_size > 0)
+    for (const auto& t : tail) cmd += " " + shell_quote(t);
   if (template_text.find("{{command}}") == std::string::npos)
     throw ConfigError("slurm.template has no {{command}} placeholder");
   return replace_all(replace_all(template_text, "{{sbatch}}", d), "{{command}}", cmd);
@@ -95,6 +98,12 @@ int submit(const std::string& config_path, const std::vector<std::string>& overr
   const std::string tmpl_path = find_template(job.slurm.template_path, gantry_exe);
   const std::string script =
       render_sbatch(job, engine::read_file(tmpl_path), gantry_exe, config_path, overrides, array_size);
+  return submit_script(job, script, dry_run, wait, array_size,
+                       array_size > 0 ? ", an array of " + std::to_string(array_size) + " points" : "");
+}
+
+int submit_script(const engine::JobSettings& job, const std::string& script, bool dry_run, bool wait, size_t array_size,
+                  const std::string& what) {
   if (dry_run) {
     std::fputs(script.c_str(), stdout);
     return 0;
@@ -117,8 +126,7 @@ int submit(const std::string& config_path, const std::vector<std::string>& overr
   std::smatch m;
   if (std::regex_search(out, m, std::regex("Submitted batch job (\\d+)"))) {
     const std::string log = "slurm-" + m[1].str() + (array_size > 0 ? "_<task>.out" : ".out");
-    std::printf("submitted job %s%s: %s (log: %s)\n", m[1].str().c_str(),
-                array_size > 0 ? (", an array of " + std::to_string(array_size) + " points").c_str() : "", file.c_str(),
+    std::printf("submitted job %s%s: %s (log: %s)\n", m[1].str().c_str(), what.c_str(), file.c_str(),
                 (fs::absolute(job.out_dir) / job.name / log).c_str());
   } else {
     std::string first = out.substr(0, out.find('\n'));

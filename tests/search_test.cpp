@@ -685,3 +685,40 @@ TEST(SearchCli, AWorkerKilledOnAnotherNodeLosesItsLeaseAndAnotherFinishesItsTria
     EXPECT_TRUE(t.status == Status::kDone || t.status == Status::kPaused) << trial_name(t.id) << " " << t.note;
   expect_same_as_straight(dir, taken, taken.reached(), 500, fixed);
 }
+
+// Ctrl-C (SIGINT to the search): every running trial stops at its next step
+// with a checkpoint, the journal says interrupted, the search exits 130; the
+// rerun goes on from the checkpoints and ends as an uninterrupted run.
+TEST(SearchCli, CtrlCStopsEveryTrialWithACheckpointAndTheRerunGoesOn) {
+  TempDir dir;
+  const std::string fixed = "trainer.log_every_n_steps=500 checkpoint.every_n_steps=250";
+  const std::string cmd = kTinySearch +
+                          " --trials 2 --budget 3000 --rung 1500 --eta 2 --metric loss --parallel 2 "
+                          "trainer.threads=1 " +
+                          fixed;
+  const pid_t pid = gantry::test::spawn_gantry(cmd, dir.path(), dir / "first.log");
+  const auto journal = dir.path() / "runs/tiny/search/journal";
+  size_t running = 0;
+  for (int i = 0; i < 3000 && running < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!std::filesystem::exists(journal)) continue;
+    running = Journal(journal, false).state().count(Status::kRunning);
+  }
+  ASSERT_EQ(running, 2u) << gantry::test::read_text(dir / "first.log");
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string first = gantry::test::read_text(dir / "first.log");
+  ASSERT_TRUE(WIFEXITED(status)) << first;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << first;
+  EXPECT_NE(first.find("search: signal 2: stopping the running trials"), std::string::npos) << first;
+  const Journal stopped(journal, false);
+  for (const auto& t : stopped.state().trials)
+    EXPECT_TRUE(t.status == Status::kInterrupted || t.status == Status::kPaused) << trial_name(t.id) << " " << t.note;
+  const auto again = gantry::test::run_gantry(cmd, dir.path());
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  const Journal j = journal_of(dir);
+  const Trial* best = best_done(j.state());
+  ASSERT_NE(best, nullptr) << again.out;
+  expect_same_as_straight(dir, *best, 3000, 500, fixed);
+}

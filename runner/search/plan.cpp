@@ -15,7 +15,7 @@ namespace {
 
 // Keys each trial's command line sets: its directory, resume, length and pause.
 bool set_by_search(const std::string& key) {
-  return key == "name" || key == "trainer.out_dir" || key == "trainer.resume" || key == "trainer.max_steps" ||
+  return key == "trainer.out_dir" || key == "trainer.resume" || key == "trainer.max_steps" ||
          key == "trainer.max_epochs" || key == "trainer.pause_at_step" || key == "trainer.fast_dev_run";
 }
 
@@ -75,7 +75,9 @@ fs::path Plan::trial_dir(int t) const { return dir / trial_name(t); }
 fs::path Plan::trial_log(int t) const { return dir / (trial_name(t) + ".log"); }
 
 std::vector<std::string> Plan::train_args(const Trial& t, int64_t target, int threads) const {
-  std::vector<std::string> a = fixed;
+  std::vector<std::string> a;  // name= names the search (its directory); a trial is trial_NNNN in it
+  for (const auto& f : fixed)
+    if (f.rfind("name=", 0) != 0) a.push_back(f);
   a.insert(a.end(), t.overrides.begin(), t.overrides.end());
   a.push_back("name=" + trial_name(t.id));
   a.push_back("trainer.out_dir=" + dir.string());

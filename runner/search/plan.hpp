@@ -16,18 +16,20 @@
 namespace gantry::search {
 
 struct SearchOptions {
-  std::string gantry_exe;       ///< the gantry binary each trial runs
-  std::string method = "asha";  ///< asha | random
-  int trials = 0;               ///< how many trials are sampled
-  int64_t budget = 0;           ///< a trial's steps when it runs to the end (the last rung)
-  std::string metric;           ///< the metrics.csv column rungs compare
-  bool maximize = false;        ///< larger is better (else smaller)
-  int parallel = 1;             ///< trials at a time; the cores are divided among them
-  int64_t rung = 0;             ///< the first rung's steps (0: budget / eta^2, a multiple of log_every_n_steps)
-  int64_t eta = 3;              ///< the halving factor: the top 1/eta of a rung go on
-  uint64_t seed = 0;            ///< the sampler's seed
-  bool summary_only = false;    ///< print the leaderboard, run nothing
-  double lease_s = 60;          ///< a worker that has not renewed its lease for this long is gone
+  std::string gantry_exe;              ///< the gantry binary each trial runs
+  std::string method = "asha";         ///< asha | random
+  int trials = 0;                      ///< how many trials are sampled
+  int64_t budget = 0;                  ///< a trial's steps when it runs to the end (the last rung)
+  std::string metric;                  ///< the metrics.csv column rungs compare
+  bool maximize = false;               ///< larger is better (else smaller)
+  int parallel = 1;                    ///< trials at a time; the cores are divided among them
+  int64_t rung = 0;                    ///< the first rung's steps (0: budget / eta^2, a multiple of log_every_n_steps)
+  int64_t eta = 3;                     ///< the halving factor: the top 1/eta of a rung go on
+  uint64_t seed = 0;                   ///< the sampler's seed
+  bool summary_only = false;           ///< print the leaderboard, run nothing
+  int submit_workers = 0;              ///< > 0: sbatch an array of this many workers instead of running here
+  bool dry_run = false, wait = false;  ///< with submit_workers: print the script; sbatch --wait
+  double lease_s = 60;                 ///< a worker that has not renewed its lease for this long is gone
 };
 
 struct Plan {
