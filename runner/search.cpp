@@ -34,6 +34,7 @@
 
 #include "gantry/errors.hpp"
 #include "launch.hpp"
+#include "sweep.hpp"
 #include "submit.hpp"
 #include "search/asha.hpp"
 #include "search/journal.hpp"
@@ -57,14 +58,6 @@ struct Running {
   pid_t pid = -1;
   int64_t target = 0;
 };
-
-std::string last_line_of(const fs::path& log) {
-  std::ifstream in(log);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
-}
 
 std::string metrics_csv(const Plan& p, int t) { return (p.trial_dir(t) / "latest" / "metrics.csv").string(); }
 

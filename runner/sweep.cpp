@@ -102,14 +102,6 @@ std::vector<std::string> axis_values(const std::string& v) {
   return out;
 }
 
-std::string last_line_of(const fs::path& log) {
-  std::ifstream in(log);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
-}
-
 pid_t start_point(const SweepOptions& opt, const std::string& config, const std::vector<std::string>& args,
                   const fs::path& log) {
   const pid_t sweeper = ::getpid();
@@ -268,6 +260,14 @@ int run_array_task(const std::string& config, const Grid& g, const SweepOptions&
 }
 
 }  // namespace
+
+std::string last_line_of(const fs::path& log) {
+  std::ifstream in(log);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
 
 size_t sweep_size(const std::string& config, const std::vector<std::string>& args) {
   return make_grid(config, args).points.size();

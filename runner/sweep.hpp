@@ -2,6 +2,7 @@
 // overrides, each point a run of its own, run locally N at a time (see sweep.cpp).
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,5 +25,9 @@ size_t sweep_size(const std::string& config, const std::vector<std::string>& arg
 /// `args`: key=value overrides; a value with commas is an axis of the grid.
 /// Returns 0 when every point is done, 1 when one failed, 128 + signal when stopped.
 int sweep(const std::string& config, const std::vector<std::string>& args, const SweepOptions& opt);
+
+/// The last non-empty line of a point's or trial's output log ("" when none):
+/// what a failure's one line quotes.
+std::string last_line_of(const std::filesystem::path& log);
 
 }  // namespace gantry

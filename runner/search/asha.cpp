@@ -21,22 +21,13 @@ int Asha::rung_of(int64_t step) const {
 }
 
 std::vector<int> Asha::top(const SearchState& s, int k) const {
-  struct Entry {
-    int trial;
-    Score score;
-  };
-  std::vector<Entry> at;
-  for (const auto& t : s.trials)
-    if (const Score* sc = t.score_at(rungs[size_t(k)])) at.push_back({t.id, *sc});
-  std::stable_sort(at.begin(), at.end(), [&](const Entry& a, const Entry& b) {
-    if (better(a.score.value, b.score.value, maximize)) return true;
-    if (better(b.score.value, a.score.value, maximize)) return false;
-    return a.score.order < b.score.order;
-  });
+  const std::vector<int> ranked = ranked_at(s, rungs[size_t(k)], maximize);
   std::vector<int> out;
-  const size_t n = at.size() / size_t(std::max<int64_t>(eta, 1));
-  for (size_t i = 0; i < n; ++i)
-    if (at[i].score.value == at[i].score.value) out.push_back(at[i].trial);
+  const size_t n = ranked.size() / size_t(std::max<int64_t>(eta, 1));
+  for (size_t i = 0; i < n; ++i) {
+    const double v = s.trials[size_t(ranked[i])].score_at(rungs[size_t(k)])->value;
+    if (v == v) out.push_back(ranked[i]);  // a NaN is never promoted
+  }
   return out;
 }
 

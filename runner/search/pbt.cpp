@@ -46,27 +46,15 @@ int64_t Pbt::decide_at(const SearchState& s) const {
 }
 
 std::vector<Exploit> Pbt::decide(const SearchState& s, int64_t step) const {
-  struct Entry {
-    int trial;
-    Score score;
-  };
-  std::vector<Entry> at;
-  for (const auto& t : s.trials)
-    if (living(t))
-      if (const Score* sc = t.score_at(step)) at.push_back({t.id, *sc});
-  std::stable_sort(at.begin(), at.end(), [&](const Entry& a, const Entry& b) {
-    if (better(a.score.value, b.score.value, maximize)) return true;
-    if (better(b.score.value, a.score.value, maximize)) return false;
-    return a.score.order < b.score.order;
-  });
+  const std::vector<int> at = ranked_at(s, step, maximize, living);
   const size_t k = size_t(double(at.size()) * quantile);
   std::vector<Exploit> out;
   for (size_t i = 0; i < k; ++i) {
-    const Entry& worst = at[at.size() - 1 - i];
-    std::mt19937_64 rng = trial_rng(seed, uint64_t(worst.trial), 1 + uint64_t(step));
+    const int worst = at[at.size() - 1 - i];
+    std::mt19937_64 rng = trial_rng(seed, uint64_t(worst), 1 + uint64_t(step));
     Exploit e;
-    e.trial = worst.trial;
-    e.from = at[size_t(rng() % k)].trial;
+    e.trial = worst;
+    e.from = at[size_t(rng() % k)];
     e.step = step;
     const Trial& source = s.trials[size_t(e.from)];
     if (space)

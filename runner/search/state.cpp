@@ -1,6 +1,7 @@
 #include "search/state.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -92,6 +93,21 @@ Trial& SearchState::trial(int id) {
 
 const Trial* SearchState::find(int id) const {
   return id >= 0 && size_t(id) < trials.size() ? &trials[size_t(id)] : nullptr;
+}
+
+std::vector<int> ranked_at(const SearchState& s, int64_t step, bool maximize, bool (*keep)(const Trial&)) {
+  std::vector<std::pair<int, Score>> at;
+  for (const auto& t : s.trials)
+    if (!keep || keep(t))
+      if (const Score* sc = t.score_at(step)) at.push_back({t.id, *sc});
+  std::stable_sort(at.begin(), at.end(), [&](const auto& a, const auto& b) {
+    if (better(a.second.value, b.second.value, maximize)) return true;
+    if (better(b.second.value, a.second.value, maximize)) return false;
+    return a.second.order < b.second.order;
+  });
+  std::vector<int> out;
+  for (const auto& e : at) out.push_back(e.first);
+  return out;
 }
 
 size_t SearchState::count(Status s) const {

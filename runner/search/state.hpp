@@ -79,6 +79,10 @@ struct SearchState {
 /// The record texts, fields joined by tabs (a tab or newline inside one becomes a space).
 std::string record(const std::vector<std::string>& fields);
 
+/// The trials with a score at `step` (those `keep` accepts, when given),
+/// best first: a tie keeps the earlier result (the journal's order), a NaN last.
+std::vector<int> ranked_at(const SearchState& s, int64_t step, bool maximize, bool (*keep)(const Trial&) = nullptr);
+
 /// Whether `a` is a better score than `b` (NaN is worst; a tie is not better).
 inline bool better(double a, double b, bool maximize) {
   if (a != a) return false;
