@@ -52,8 +52,7 @@ class QualityCallback final : public Callback {
   void on_train_end(FitState& fit) override {
     // Not when a signal stopped it (a preemption: the resumed run scores at
     // the steps an uninterrupted one does, and the stop is not held up).
-    constexpr int32_t kSignal = 3;  // FitStop::wish_code's kind
-    if (last_step_ != fit.state.global_step && (fit.agreed_wish >> 24) != kSignal) score(fit);
+    if (last_step_ != fit.state.global_step && !fit.stopped_by_signal()) score(fit);
   }
 
  private:

@@ -131,16 +131,19 @@ struct FitState {
 
   Model& model;
   Accelerator& accel;
-  RunOutputs* out = nullptr;    ///< rank 0's metrics.csv, stream, images, progress; null elsewhere
-  const std::string& run_dir;   ///< "" on ranks other than 0
-  TrainState state;             ///< after a batch: global_step counts it
-  int64_t total_steps = -1;     ///< -1: unbounded (max_time or a signal ends it)
-  int64_t per_epoch = 0;        ///< batches per epoch on this rank
-  int64_t batch_size = 0;       ///< per rank
-  Values values;                ///< the last batch's logged values (averaged where logged with sync)
-  MetricInterval interval;      ///< everything logged since the last metrics row (batches, log_samples)
-  int64_t read_step;            ///< the newest batch whose values are read (in `interval`, unless a NaN stopped it)
-  int32_t agreed_wish = 0;      ///< the ranks' last agreed stop wish (FitStop::wish_code; the same on every rank)
+  RunOutputs* out = nullptr;   ///< rank 0's metrics.csv, stream, images, progress; null elsewhere
+  const std::string& run_dir;  ///< "" on ranks other than 0
+  TrainState state;            ///< after a batch: global_step counts it
+  int64_t total_steps = -1;    ///< -1: unbounded (max_time or a signal ends it)
+  int64_t per_epoch = 0;       ///< batches per epoch on this rank
+  int64_t batch_size = 0;      ///< per rank
+  Values values;               ///< the last batch's logged values (averaged where logged with sync)
+  MetricInterval interval;     ///< everything logged since the last metrics row (batches, log_samples)
+  int64_t read_step;           ///< the newest batch whose values are read (in `interval`, unless a NaN stopped it)
+  int32_t agreed_wish = 0;     ///< the ranks' last agreed stop wish (FitStop::wish_code; the same on every rank)
+  /// Whether the ranks agreed to stop for a signal (FitStop::wish_code's kind 3): a preemption, whose
+  /// resume validates and scores where an uninterrupted run would.
+  bool stopped_by_signal() const { return (agreed_wish >> 24) == 3; }
   EmaWeights* ema = nullptr;    ///< the weights' EMA when ema.decay > 0, the trainer's (samples are drawn with it)
   std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
   int64_t last_checkpoint_step = -1;  ///< its step (every rank)

@@ -39,9 +39,8 @@ class ValidationCallback final : public Callback {
   }
   void on_train_end(FitState& fit) override {
     // The ranks' agreed wish, the same on each: they all validate, or none.
-    constexpr int32_t kSignal = 3;  // FitStop::wish_code's kind
     // Nor at a pause (trainer.pause_at_step): the run goes on from here.
-    if (ran_ && (fit.agreed_wish >> 24) != kSignal && !fit.paused) validate(fit);
+    if (ran_ && !fit.stopped_by_signal() && !fit.paused) validate(fit);
   }
 
  private:
