@@ -434,6 +434,19 @@ TEST(SearchCli, BadInputIsOneLineBeforeAnyTrialRuns) {
     EXPECT_EQ(gantry::test::lines_of(r.err).size(), 1u) << r.err;
     EXPECT_FALSE(std::filesystem::exists(dir.path() / "runs/tiny/search")) << args;
   }
+  // A bound only the plugin refuses (the GAN's constructor: b1 in [0, 1)) is
+  // caught the same way: each extreme builds the system before any trial.
+  TempDir dir;
+  const auto r = gantry::test::run_gantry("search '" + gantry::test::kDemo + "' system.plugin='" +
+                                              gantry::test::gan_plugin_path() +
+                                              "' 'system.b1=uniform(0,2)' --trials 2 "
+                                              "--budget 100 --rung 50 --metric loss_d",
+                                          dir.path());
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("system.b1=uniform(0,2): the value 2 is refused: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("system.b1 must be in [0, 1)"), std::string::npos) << r.err;
+  EXPECT_EQ(gantry::test::lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "runs")) << r.out;
 }
 
 // A metric no trial logs stops the search at the first rung with one line

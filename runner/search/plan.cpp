@@ -41,7 +41,7 @@ void check_space(const std::string& config, const std::vector<std::string>& fixe
       std::vector<std::string> o = fixed;
       o.push_back(d.key + "=" + v);
       try {
-        engine::load_job(config, o);
+        engine::check_system(config, o);  // the config's checks and the plugin's (system.* bounds)
       } catch (const Error& e) {
         throw ConfigError("gantry search: " + d.key + "=" + d.text + ": the value " + v + " is refused: " + e.what());
       }

@@ -40,6 +40,12 @@ GANTRY_CORE_EXPORT int train(const std::string& config_path, const std::vector<s
 /// classifier, a resume checkpoint), without training. Prints `...: OK`.
 GANTRY_CORE_EXPORT int validate(const std::string& config_path, const std::vector<std::string>& overrides);
 
+/// What a config's values must pass before any data is read: the config's
+/// own checks, the plugin's constructor (its refusal of system.* values),
+/// its modules and optimizers. `gantry search` asks it of each extreme of a
+/// space, so a value only the plugin refuses is one line before any trial.
+GANTRY_CORE_EXPORT void check_system(const std::string& config_path, const std::vector<std::string>& overrides);
+
 /// `gantry plugins`: each plugin found on the search path with its manifest
 /// (probed in a child process, so a plugin that crashes on load is one line).
 /// 1 when none is found.

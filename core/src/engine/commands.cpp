@@ -430,6 +430,12 @@ int validate(const std::string& config_path, const std::vector<std::string>& ove
   return 0;
 }
 
+void check_system(const std::string& config_path, const std::vector<std::string>& overrides) {
+  ExperimentConfig cfg = ExperimentConfig::load(config_path, overrides);
+  cfg.trainer.weight_layout = WeightLayout::kAsBuilt;  // the layout is no check, and its line would repeat per value
+  check_before_training(Experiment::build(cfg));
+}
+
 int list_plugins() {
   const auto found = Plugin::list_all();
   if (found.empty()) {
