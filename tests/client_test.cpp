@@ -17,6 +17,7 @@
 #include "chart.hpp"
 #include "ranks_model.hpp"
 #include "run_state.hpp"
+#include "search.hpp"
 #include "source.hpp"
 #include "stream_client.hpp"
 #include "wire/record_log.hpp"
@@ -399,4 +400,129 @@ TEST(RanksModel, GroupsByNodeAndRanksTheSlowest) {
   EXPECT_EQ(unknown.nodes.at(0).ranks.at(0).heat, -1);
   EXPECT_TRUE(step_parts(unknown.nodes[0].ranks[0].status).empty());
   EXPECT_EQ(unknown.headline(), "1 rank on 1 node | 0 stragglers | 0 stopped reporting");
+}
+
+// A search as both GUIs show it (gui/client/search.hpp): its trials are found
+// under the experiment (4 levels down) and named trial_NNNN; each one's row
+// is the journal's view of it (status, rung of the rungs, score); a trial the
+// search starts later joins the runs, named as its siblings, once; a damaged
+// journal shows what it holds up to the damage.
+TEST(Search, TrialsShowTheJournalsStatusRungAndScoreAndNewOnesJoin) {
+  namespace fs = std::filesystem;
+  namespace search = gantry::search;
+  std::string tmpl = (fs::temp_directory_path() / "gantry-client-search-XXXXXX").string();
+  const fs::path root = ::mkdtemp(tmpl.data());
+  const fs::path sdir = root / "runs/exp/search";
+  auto run = [&](int t) {
+    const fs::path d = sdir / search::trial_name(t) / "20261207-100000";
+    fs::create_directories(d);
+    std::ofstream(d / "stream.gantrylog") << "";
+    fs::create_directory_symlink("20261207-100000", sdir / search::trial_name(t) / "latest");
+    return d.string();
+  };
+  fs::create_directories(sdir);
+  {
+    gantry::wire::RecordWriter j((sdir / "journal").string());
+    auto put = [&](const std::vector<std::string>& f) { j.append(search::record(f)); };
+    put({"search", "method=asha", "metric=quality_fd", "mode=min", "rungs=10,30,90", "eta=3"});
+    put({"new", "0", "system.lr=0.001"});
+    put({"new", "1", "system.lr=0.0001"});
+    put({"new", "2", "system.lr=0.0003"});
+    put({"run", "0", "10", "1", "h:1"});
+    put({"run", "1", "10", "1", "h:1"});
+    put({"score", "0", "10", "512.25"});
+    put({"end", "0", "paused", ""});
+    put({"score", "1", "10", "nan"});
+    put({"end", "1", "stopped", "diverged: quality_fd is nan at step 10"});
+    put({"run", "0", "30", "1", "h:1"});  // promoted
+  }
+  const std::string t0 = run(0), t1 = run(1);
+  fs::create_directories(root / "runs/exp/sweep/lr=1/20261207-090000");  // not a trial: no journal above it
+  std::ofstream(root / "runs/exp/sweep/lr=1/20261207-090000/stream.gantrylog") << "";
+
+  const auto found = find_runs({(root / "runs").string()});
+  std::vector<std::string> names, dirs;
+  for (const auto& r : found) names.push_back(r.name), dirs.push_back(r.dir);
+  EXPECT_EQ(names, (std::vector<std::string>{"exp/search/trial_0000", "exp/search/trial_0001", "exp/sweep/lr=1"}));
+  const auto under_exp = find_runs({(root / "runs/exp").string()});
+  ASSERT_EQ(under_exp.size(), 3u);
+  EXPECT_EQ(under_exp[0].name, "trial_0000");
+
+  const auto of = trial_of(t1);
+  ASSERT_TRUE(of.has_value());
+  EXPECT_EQ(of->trial, 1);
+  EXPECT_EQ(fs::path(of->search_dir), sdir);
+  EXPECT_FALSE(trial_of(dirs[2]).has_value());
+  EXPECT_FALSE(trial_of((root / "runs/exp").string()).has_value());
+
+  SearchFollower f;
+  f.watch({dirs[0], dirs[1], dirs[2], ""}, names);  // and a live run (no directory)
+  ASSERT_TRUE(f.any());
+  EXPECT_EQ(f.metric(), "quality_fd");
+  EXPECT_TRUE(f.poll(100.0).empty());
+  const auto r0 = f.row(0), r1 = f.row(1);
+  ASSERT_TRUE(r0 && r1);
+  EXPECT_EQ(r0->status, "promoted");
+  EXPECT_EQ(r0->rung, "1 of 3");
+  EXPECT_EQ(r0->score, "512.2");
+  EXPECT_EQ(r1->status, "stopped");
+  EXPECT_EQ(r1->score, "nan");
+  EXPECT_EQ(r1->note, "diverged: quality_fd is nan at step 10");
+  EXPECT_FALSE(f.row(2).has_value());
+  EXPECT_FALSE(f.row(3).has_value());
+
+  {  // the search goes on: trial 0 reaches its second rung, trial 2 starts
+    gantry::wire::RecordWriter j((sdir / "journal").string());
+    j.append(search::record({"score", "0", "30", "400"}));
+    j.append(search::record({"end", "0", "paused", ""}));
+    j.append(search::record({"run", "2", "10", "1", "h:1"}));
+  }
+  EXPECT_TRUE(f.poll(100.5).empty()) << "polled again within a second";
+  EXPECT_TRUE(f.poll(101.0).empty()) << "trial_0002 has no run directory yet";
+  EXPECT_EQ(f.row(0)->status, "paused");
+  EXPECT_EQ(f.row(0)->rung, "2 of 3");
+  EXPECT_EQ(f.row(0)->score, "400");
+  const std::string t2 = run(2);  // its run directory made, the journal unchanged since
+  const auto added = f.poll(102.0);
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0].name, "exp/search/trial_0002");
+  EXPECT_EQ(added[0].dir, t2);
+  EXPECT_EQ(f.row(4)->status, "running");
+  EXPECT_EQ(f.row(4)->score, "-");
+  EXPECT_EQ(f.row(4)->rung, "-");
+  {
+    gantry::wire::RecordWriter j((sdir / "journal").string());
+    j.append(search::record({"score", "2", "10", "600"}));
+    j.append(search::record({"end", "2", "paused", ""}));
+  }
+  EXPECT_TRUE(f.poll(103.0).empty()) << "trial_0002 added twice";
+  EXPECT_EQ(f.row(4)->status, "paused");
+
+  {  // a record the search's code cannot read: the rows stay those of the records before it
+    gantry::wire::RecordWriter j((sdir / "journal").string());
+    j.append(search::record({"score", "0", "20", "1"}));  // a score before the last one's step
+    j.append(search::record({"end", "0", "done", ""}));
+  }
+  SearchJournal journal(sdir.string());
+  EXPECT_NE(journal.error().find("record 17 cannot be read"), std::string::npos) << journal.error();
+  EXPECT_EQ(trial_row(journal, 0).status, "paused");
+  EXPECT_EQ(trial_row(journal, 7).status, "unknown");
+  fs::remove_all(root);
+}
+
+// A run paused by trainer.pause_at_step (a search's trial at a rung) is
+// paused, not running, and has ended: nothing comes until a resume.
+TEST(Runs, APausedRunIsPausedAndEnded) {
+  RunState s;
+  s.apply({1, gantry::wire::RunInfo{"gan", "gan", "0.1.0", "gan 0.1.0", "name: gan\n", 1, 1, 1.7e9, 300}});
+  s.apply({2, gantry::wire::Scalars{{{100, 1.7e9 + 1, "g_loss", 1.0}}}});
+  EXPECT_EQ(s.status(), RunStatus::kRunning);
+  EXPECT_FALSE(has_ended(s.status()));
+  s.apply({3, gantry::wire::Event{"paused", 100, 1.7e9 + 2, "trainer.pause_at_step=100 reached"}});
+  EXPECT_EQ(s.status(), RunStatus::kPaused);
+  EXPECT_STREQ(to_string(s.status()), "paused");
+  EXPECT_TRUE(has_ended(s.status()));
+  EXPECT_FALSE(has_ended(RunStatus::kRequeued));
+  s.apply({4, gantry::wire::Event{"resumed", 100, 1.7e9 + 3, "from step_0000100.ckpt"}});
+  EXPECT_EQ(s.status(), RunStatus::kRunning);
 }

@@ -180,7 +180,8 @@ std::vector<std::string> differing_keys(const std::vector<std::string>& config_y
   }
   std::vector<std::string> out;
   for (const auto& k : keys) {
-    if (k == "name" || k.rfind("trainer.out_dir", 0) == 0 || k == "trainer.resume" || k.rfind("monitor.", 0) == 0)
+    if (k == "name" || k.rfind("trainer.out_dir", 0) == 0 || k == "trainer.resume" || k == "trainer.pause_at_step" ||
+        k.rfind("monitor.", 0) == 0)
       continue;  // bookkeeping: differs between sweep points or runs without telling them apart
     std::vector<std::string> column;
     for (const auto& f : flat) {

@@ -21,8 +21,14 @@ const char* to_string(RunStatus s) {
       return "requeued";
     case RunStatus::kFailed:
       return "failed";
+    case RunStatus::kPaused:
+      return "paused";
   }
   return "?";
+}
+
+bool has_ended(RunStatus s) {
+  return s == RunStatus::kFinished || s == RunStatus::kFailed || s == RunStatus::kStopped || s == RunStatus::kPaused;
 }
 
 std::string duration_text(double s) {
@@ -105,6 +111,7 @@ void RunState::on(const wire::Event& m) {
   if (m.kind == "finished") status_ = RunStatus::kFinished;
   if (m.kind == "stopped") status_ = RunStatus::kStopped;
   if (m.kind == "requeued") status_ = RunStatus::kRequeued;
+  if (m.kind == "paused") status_ = RunStatus::kPaused;
   if (m.kind == "failed") status_ = RunStatus::kFailed;
 }
 

@@ -14,8 +14,12 @@
 
 namespace gantry::client {
 
-enum class RunStatus { kWaiting, kRunning, kFinished, kStopped, kRequeued, kFailed };
+enum class RunStatus { kWaiting, kRunning, kFinished, kStopped, kRequeued, kFailed, kPaused };
 const char* to_string(RunStatus s);
+/// Nothing more will come unless someone resumes it: finished, failed,
+/// stopped, or paused (trainer.pause_at_step: a search's trial at a rung).
+/// A requeued run comes back by itself.
+bool has_ended(RunStatus s);
 
 /// "1 h 02 min", "3 min 05 s", "12 s"; "-" when negative (unknown).
 std::string duration_text(double seconds);

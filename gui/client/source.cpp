@@ -149,9 +149,9 @@ std::vector<RunDir> find_runs(const std::vector<std::string>& paths) {
     if (!fs::is_directory(path, ec)) throw std::invalid_argument("'" + path + "' is not a directory");
     const fs::path root = fs::path(path).lexically_normal();
     std::vector<fs::path> found;
-    collect_runs(root, 3, found);
+    collect_runs(root, 4, found);  // runs/<experiment>/search/trial_NNNN/<run>
     if (found.empty())
-      throw std::invalid_argument("'" + path + "' holds no gantry run (no stream.gantrylog in 3 levels)");
+      throw std::invalid_argument("'" + path + "' holds no gantry run (no stream.gantrylog in 4 levels)");
     std::map<fs::path, int> per_parent;
     for (const auto& f : found) ++per_parent[f.parent_path()];
     std::string prefix = paths.size() > 1 ? root.filename().string() : "";
@@ -162,6 +162,7 @@ std::vector<RunDir> find_runs(const std::vector<std::string>& paths) {
           f != root && per_parent[f.parent_path()] == 1 && f.parent_path() != root ? f.parent_path() : f;
       std::string name = named == root ? "" : named.lexically_relative(root).string();
       if (name.rfind("sweep/", 0) == 0) name = name.substr(6);
+      if (name.rfind("search/", 0) == 0) name = name.substr(7);  // a search's trial_NNNN
       if (!prefix.empty()) name = name.empty() || found.size() == 1 ? prefix : prefix + "/" + name;
       if (name.empty()) name = root.filename().string();
       all.push_back({name, f.string()});

@@ -67,7 +67,7 @@ struct RunDir {
   std::string dir;   ///< the run directory (holds stream.gantrylog)
 };
 /// Every run under the given paths: a run directory is itself; any other
-/// directory is searched (3 levels, links not followed, `latest` skipped) for
+/// directory is searched (4 levels, links not followed, `latest` skipped) for
 /// run directories: an experiment's runs, a sweep's points. A point (or
 /// experiment) with one run is named by the point; names are relative to the
 /// path given, prefixed by its last part when several paths are given.

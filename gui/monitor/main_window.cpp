@@ -122,12 +122,16 @@ void MainWindow::open(const client::Target& target, const QString& remember) {
 
 void MainWindow::open(const std::vector<client::NamedTarget>& named, const QString& remember) {
   std::vector<MonitoredRun> runs;
+  std::vector<std::string> dirs, names;
   for (const auto& n : named) {
+    dirs.push_back(n.target.is_dir ? n.target.dir : "");
+    names.push_back(n.name);
     MonitoredRun r;
     r.name = n.name;
     r.source = client::open_source(n.target);
     runs.push_back(std::move(r));
   }
+  search_.watch(dirs, names);
   watch(std::move(runs), named.size() == 1 ? QString::fromStdString(named[0].target.describe())
                                            : QString("%1 runs: %2").arg(named.size()).arg(remember));
   this->remember(remember);
@@ -159,9 +163,7 @@ void MainWindow::remember(const QString& text) {
 
 bool MainWindow::all_ended() const {
   for (const auto& r : runs_) {
-    const client::RunStatus s = r.state.status();
-    if (s != client::RunStatus::kFinished && s != client::RunStatus::kFailed && s != client::RunStatus::kStopped)
-      return false;
+    if (!client::has_ended(r.state.status())) return false;
   }
   return !runs_.empty();
 }
@@ -173,6 +175,21 @@ void MainWindow::show_connect_dialog() {
 
 void MainWindow::tick() {
   if (runs_.empty()) return;
+  // A search watched while it runs: the trials it starts join the runs.
+  const size_t before = runs_.size();
+  for (const client::RunDir& d : search_.poll(QDateTime::currentMSecsSinceEpoch() / 1000.0)) {
+    MonitoredRun r;
+    r.name = d.name;
+    client::Target t;
+    t.is_dir = true;
+    t.dir = d.dir;
+    r.source = client::open_source(t);
+    runs_.push_back(std::move(r));
+  }
+  if (before == 1 && runs_.size() > 1) {  // one run became several: the Runs dock, as open() shows it
+    runs_dock_->setVisible(true);
+    runs_dock_->raise();
+  }
   uint64_t version = visibility_version_;
   std::vector<client::ChartRun> chart_runs;
   for (auto& r : runs_) {
@@ -217,7 +234,7 @@ void MainWindow::tick() {
   }
   ranks_->refresh(state, QDateTime::currentMSecsSinceEpoch() / 1000.0);
   events_->refresh(state);
-  if (runs_.size() > 1) runs_view_->refresh(runs_);
+  if (runs_.size() > 1) runs_view_->refresh(runs_, &search_);
 }
 
 QString MainWindow::banner_text() const { return banner_->isHidden() ? QString() : banner_->text(); }

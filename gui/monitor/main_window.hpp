@@ -45,6 +45,7 @@ class MainWindow : public QMainWindow {
   client::Source* source() const { return runs_.empty() ? nullptr : runs_[selected_].source.get(); }
   std::vector<MonitoredRun>& watched() { return runs_; }
   RunsView* runs() const { return runs_view_; }
+  const client::SearchFollower& search() const { return search_; }
   ScalarsView* scalars() const { return scalars_; }
   ImagesView* images() const { return images_; }
   RunView* run() const { return run_; }
@@ -66,6 +67,7 @@ class MainWindow : public QMainWindow {
   void watch(std::vector<MonitoredRun> runs, const QString& title);
 
   std::vector<MonitoredRun> runs_;
+  client::SearchFollower search_;  // the trials among runs_, and those a search starts while watched
   size_t selected_ = 0;
   uint64_t visibility_version_ = 0;  // bumped when a run is shown or hidden
   client::RunState empty_;

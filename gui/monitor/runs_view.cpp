@@ -27,7 +27,7 @@ RunsView::RunsView(QWidget* parent) : QWidget(parent) {
   });
 }
 
-void RunsView::refresh(const std::vector<MonitoredRun>& runs) {
+void RunsView::refresh(const std::vector<MonitoredRun>& runs, const client::SearchFollower* search) {
   const QSignalBlocker block(table_);
   std::vector<client::ChartRun> chart_runs;
   std::vector<std::string> configs;
@@ -37,10 +37,14 @@ void RunsView::refresh(const std::vector<MonitoredRun>& runs) {
   }
   const std::vector<std::string> before_metrics = model_.table().metrics, before_keys = model_.table().keys;
   const client::RunsTable& t = model_.update(chart_runs, configs);
-  const bool relayout =
-      static_cast<size_t>(table_->rowCount()) != runs.size() || t.metrics != before_metrics || t.keys != before_keys;
+  const std::string score_title = search && search->any() ? "score (" + search->metric() + ")" : "";
+  const bool relayout = static_cast<size_t>(table_->rowCount()) != runs.size() || t.metrics != before_metrics ||
+                        t.keys != before_keys || score_title != score_title_;
+  score_title_ = score_title;
+  const int fixed = score_title.empty() ? 4 : 6;  // show, run, status, step [, rung, score]
   if (relayout) {
     QStringList headers{"show", "run", "status", "step"};
+    if (!score_title.empty()) headers << "rung" << QString::fromStdString(score_title);
     for (const auto& m : t.metrics) headers << QString::fromStdString(m);
     for (const auto& k : t.keys) headers << QString::fromStdString(k);
     table_->setColumnCount(static_cast<int>(headers.size()));
@@ -65,9 +69,17 @@ void RunsView::refresh(const std::vector<MonitoredRun>& runs) {
     const Qt::CheckState want = r.visible ? Qt::Checked : Qt::Unchecked;
     if (show->checkState() != want) show->setCheckState(want);
     set(row, 1, QString::fromStdString(r.name));
-    set(row, 2, client::to_string(r.state.status()));
+    const std::optional<client::TrialRow> trial = search ? search->row(i) : std::nullopt;
+    set(row, 2, trial ? QString::fromStdString(trial->status) : QString(client::to_string(r.state.status())));
+    if (QTableWidgetItem* status = table_->item(row, 2);
+        trial && status->toolTip() != QString::fromStdString(trial->note))
+      status->setToolTip(QString::fromStdString(trial->note));
     set(row, 3, QString::number(r.state.latest_step()));
-    int col = 4;
+    if (fixed == 6) {
+      set(row, 4, trial ? QString::fromStdString(trial->rung) : QString());
+      set(row, 5, trial ? QString::fromStdString(trial->score) : QString());
+    }
+    int col = fixed;
     for (const auto& m : t.metrics) {
       const auto it = r.state.series().find(m);
       set(row, col++,

@@ -2,8 +2,10 @@
 // sweep, run directories): one row a run with its colour and a checkbox that
 // shows or hides its lines in every chart, its status and step, the final
 // values of its metrics and the config keys that differ between the runs
-// (TensorBoard's HParams table, kept simple). Selecting a row picks the run
-// whose grid, config, ranks and events the other views show.
+// (TensorBoard's HParams table, kept simple). A search's trials show its
+// view of them: status (running, promoted, paused, stopped, done, failed),
+// rung and score (client/search.hpp). Selecting a row picks the run whose
+// grid, config, ranks and events the other views show.
 #pragma once
 
 #include <QWidget>
@@ -14,6 +16,7 @@
 
 #include "chart.hpp"
 #include "run_state.hpp"
+#include "search.hpp"
 #include "source.hpp"
 
 class QTableWidget;
@@ -32,7 +35,8 @@ class RunsView : public QWidget {
   Q_OBJECT
  public:
   explicit RunsView(QWidget* parent = nullptr);
-  void refresh(const std::vector<MonitoredRun>& runs);
+  /// `search`: the trials among `runs` (nullptr: none).
+  void refresh(const std::vector<MonitoredRun>& runs, const client::SearchFollower* search = nullptr);
   QTableWidget* table() const { return table_; }
   /// The config keys shown as columns (those that differ).
   const std::vector<std::string>& differing_keys() const { return model_.table().keys; }
@@ -44,6 +48,7 @@ class RunsView : public QWidget {
  private:
   QTableWidget* table_;
   client::RunsTableModel model_;  // the metric and config-key columns
+  std::string score_title_;       // "" when no run is a trial; else the rung and score columns' second title
 };
 
 }  // namespace gantry::monitor

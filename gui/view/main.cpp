@@ -43,14 +43,17 @@ bool save_screenshot(GLFWwindow* window, const std::string& path) {
 }
 
 // With --screenshot and several runs: the runs table as shown, one line a run.
-void print_runs(const std::vector<gantry::view::ViewRun>& runs) {
+void print_runs(const std::vector<gantry::view::ViewRun>& runs, const gantry::client::SearchFollower& search) {
   std::vector<std::string> yamls;
   for (const auto& r : runs) yamls.push_back(r.state.info() ? r.state.info()->config_yaml : "");
   std::map<std::string, std::vector<std::string>> values;
   const std::vector<std::string> keys = gantry::client::differing_keys(yamls, &values);
   for (size_t i = 0; i < runs.size(); ++i) {
-    std::printf("run %s: %s, step %lld, %s", runs[i].name.c_str(), gantry::client::to_string(runs[i].state.status()),
+    const auto trial = search.row(i);
+    std::printf("run %s: %s, step %lld, %s", runs[i].name.c_str(),
+                trial ? trial->status.c_str() : gantry::client::to_string(runs[i].state.status()),
                 static_cast<long long>(runs[i].state.latest_step()), runs[i].visible ? "shown" : "hidden");
+    if (trial) std::printf(", rung %s, %s %s", trial->rung.c_str(), search.metric().c_str(), trial->score.c_str());
     for (const auto& k : keys) std::printf(", %s=%s", k.c_str(), values[k][i].c_str());
     std::printf("\n");
   }
@@ -83,14 +86,19 @@ int main(int argc, char** argv) {
   std::string text;
   for (const auto& w : target_words) text += (text.empty() ? "" : " ") + w;
   std::vector<gantry::view::ViewRun> runs;
+  gantry::client::SearchFollower search;  // the trials among them, and those a search starts while shown
   std::string title;
   try {
+    std::vector<std::string> dirs, names;
     for (auto& named : gantry::client::parse_targets(target_words, token)) {
+      dirs.push_back(named.target.is_dir ? named.target.dir : "");
+      names.push_back(named.name);
       gantry::view::ViewRun r;
       r.name = named.name;
       r.source = gantry::client::open_source(named.target);
       runs.push_back(std::move(r));
     }
+    search.watch(dirs, names);
     title = runs.size() == 1 ? runs[0].name : std::to_string(runs.size()) + " runs: " + text;
     for (const auto& h : hide) {
       bool known = false;
@@ -143,6 +151,15 @@ int main(int argc, char** argv) {
     while (!glfwWindowShouldClose(window)) {
       // Sleep until input or 50 ms pass: at most 20 redraws a second when idle.
       glfwWaitEventsTimeout(0.05);
+      for (const gantry::client::RunDir& d : search.poll(glfwGetTime())) {
+        gantry::view::ViewRun r;
+        r.name = d.name;
+        gantry::client::Target t;
+        t.is_dir = true;
+        t.dir = d.dir;
+        r.source = gantry::client::open_source(t);
+        runs.push_back(std::move(r));
+      }
       for (auto& r : runs) {
         inbox.clear();
         r.source->drain(inbox);
@@ -151,7 +168,7 @@ int main(int argc, char** argv) {
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
       ImGui::NewFrame();
-      viewer.draw(runs);
+      viewer.draw(runs, &search);
       ImGui::Render();
       int fw = 0, fh = 0;
       glfwGetFramebufferSize(window, &fw, &fh);
@@ -165,11 +182,9 @@ int main(int argc, char** argv) {
         first_frame = false;
       }
       if (!screenshot.empty()) {
-        using gantry::client::RunStatus;
         bool ended = true;  // every run
         for (const auto& r : runs) {
-          const RunStatus s = r.state.status();
-          ended = ended && (s == RunStatus::kFinished || s == RunStatus::kFailed || s == RunStatus::kStopped);
+          ended = ended && gantry::client::has_ended(r.state.status());
         }
         const bool late = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count() > timeout_s;
         if ((ended || late) && frames_after_end < 0) frames_after_end = 0;
@@ -178,7 +193,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "gantry-view: cannot write %s\n", screenshot.c_str());
             rc = 1;
           } else if (runs.size() > 1) {
-            print_runs(runs);
+            print_runs(runs, search);
           }
           if (rc == 0 && !ended) {
             std::fprintf(stderr, "gantry-view: the run had not ended (%s); screenshot taken anyway\n",

@@ -33,7 +33,7 @@ Viewer::~Viewer() {
   if (texture_) glDeleteTextures(1, &texture_);
 }
 
-void Viewer::draw(std::vector<ViewRun>& runs) {
+void Viewer::draw(std::vector<ViewRun>& runs, const client::SearchFollower* search) {
   if (selected_ < 0 || selected_ >= static_cast<int>(runs.size())) selected_ = 0;
   const client::RunState& state = runs[static_cast<size_t>(selected_)].state;
   const ImGuiViewport* vp = ImGui::GetMainViewport();
@@ -72,7 +72,7 @@ void Viewer::draw(std::vector<ViewRun>& runs) {
 
   ImGui::BeginChild("ranks", ImVec2(left_w, 0), true);
   if (several)
-    draw_runs(runs, chart_runs);
+    draw_runs(runs, chart_runs, search);
   else
     draw_ranks(state);
   ImGui::EndChild();
@@ -83,13 +83,16 @@ void Viewer::draw(std::vector<ViewRun>& runs) {
   ImGui::End();
 }
 
-void Viewer::draw_runs(std::vector<ViewRun>& runs, const std::vector<client::ChartRun>& chart_runs) {
+void Viewer::draw_runs(std::vector<ViewRun>& runs, const std::vector<client::ChartRun>& chart_runs,
+                       const client::SearchFollower* search) {
   std::vector<std::string> configs;
   for (const auto& r : runs) configs.push_back(r.state.info() ? r.state.info()->config_yaml : "");
   const client::RunsTable& t = table_.update(chart_runs, configs);
   const std::vector<std::string>& metrics = t.metrics;
   const std::vector<std::string>& keys = t.keys;
-  const int columns = 4 + static_cast<int>(metrics.size() + keys.size());
+  const bool trials = search && search->any();  // a search's: its rung and score columns
+  const std::string score_title = trials ? "score (" + search->metric() + ")" : "";
+  const int columns = (trials ? 6 : 4) + static_cast<int>(metrics.size() + keys.size());
   if (!ImGui::BeginTable(
           "runs", columns,
           ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX))
@@ -98,6 +101,10 @@ void Viewer::draw_runs(std::vector<ViewRun>& runs, const std::vector<client::Cha
   ImGui::TableSetupColumn("run");
   ImGui::TableSetupColumn("status", ImGuiTableColumnFlags_WidthFixed);
   ImGui::TableSetupColumn("step", ImGuiTableColumnFlags_WidthFixed);
+  if (trials) {
+    ImGui::TableSetupColumn("rung", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn(score_title.c_str(), ImGuiTableColumnFlags_WidthFixed);
+  }
   for (const auto& m : metrics) ImGui::TableSetupColumn(m.c_str());
   for (const auto& k : keys) ImGui::TableSetupColumn(k.c_str());
   ImGui::TableSetupScrollFreeze(2, 1);
@@ -116,10 +123,18 @@ void Viewer::draw_runs(std::vector<ViewRun>& runs, const std::vector<client::Cha
     if (ImGui::Selectable(r.name.c_str(), selected_ == static_cast<int>(i),
                           ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowItemOverlap))
       selected_ = static_cast<int>(i);
+    const std::optional<client::TrialRow> trial = trials ? search->row(i) : std::nullopt;
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(client::to_string(r.state.status()));
+    ImGui::TextUnformatted(trial ? trial->status.c_str() : client::to_string(r.state.status()));
+    if (trial && !trial->note.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", trial->note.c_str());
     ImGui::TableNextColumn();
     ImGui::Text("%lld", static_cast<long long>(r.state.latest_step()));
+    if (trials) {
+      ImGui::TableNextColumn();
+      if (trial) ImGui::TextUnformatted(trial->rung.c_str());
+      ImGui::TableNextColumn();
+      if (trial) ImGui::TextUnformatted(trial->score.c_str());
+    }
     for (const auto& m : metrics) {
       ImGui::TableNextColumn();
       const auto it = r.state.series().find(m);

@@ -13,6 +13,7 @@
 #include "chart.hpp"
 #include "ranks_model.hpp"
 #include "run_state.hpp"
+#include "search.hpp"
 #include "series.hpp"
 #include "source.hpp"
 
@@ -38,10 +39,12 @@ class Viewer {
   /// lines overlaid (a colour per run), the runs table (visible toggles,
   /// status, step, final values, the config keys that differ) in place of
   /// the ranks; grid, status, ranks' and events of the run selected in it.
-  void draw(std::vector<ViewRun>& runs);
+  /// `search`: the trials among the runs (their status, rung and score).
+  void draw(std::vector<ViewRun>& runs, const client::SearchFollower* search = nullptr);
 
  private:
-  void draw_runs(std::vector<ViewRun>& runs, const std::vector<client::ChartRun>& chart_runs);
+  void draw_runs(std::vector<ViewRun>& runs, const std::vector<client::ChartRun>& chart_runs,
+                 const client::SearchFollower* search);
   void draw_status(const client::RunState& state, const client::SourceStatus& source);
   void draw_chart(const std::vector<client::ChartRun>& runs, const std::string& group, float height);
   void draw_image(const client::RunState& state);

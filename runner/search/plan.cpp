@@ -56,12 +56,6 @@ void check_interval(const char* what, int64_t every, int64_t rung, const std::st
 
 }  // namespace
 
-std::string trial_name(int t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "trial_%04d", t);
-  return buf;
-}
-
 std::map<std::string, std::string> Plan::settings() const {
   std::vector<std::string> rung_text, space_text;
   for (const int64_t r : rungs) rung_text.push_back(std::to_string(r));

@@ -57,7 +57,4 @@ struct Plan {
 /// interval when the metric is theirs), the budget, the method.
 Plan make_plan(const std::string& config, const std::vector<std::string>& args, const SearchOptions& opt);
 
-/// trial_0007.
-std::string trial_name(int t);
-
 }  // namespace gantry::search

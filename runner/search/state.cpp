@@ -2,10 +2,22 @@
 
 #include <cmath>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 
 namespace gantry::search {
+
+std::string trial_name(int t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "trial_%04d", t);
+  return buf;
+}
+
+std::string shown_status(const Trial& t, bool pbt) {
+  if (t.status == Status::kRunning) return t.promoted && !pbt ? "promoted" : "running";
+  return status_name(t.status);
+}
 
 namespace {
 

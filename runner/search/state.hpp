@@ -30,6 +30,9 @@ enum class Status { kNew, kRunning, kPaused, kDone, kStopped, kFailed, kInterrup
 /// "running", "paused", ... as the summary and the journal write them.
 const char* status_name(Status s);
 
+/// trial_0007: its directory and log under the search directory.
+std::string trial_name(int t);
+
 struct Score {
   int64_t step = 0;
   double value = 0;  ///< NaN: the metric was not finite
@@ -82,6 +85,11 @@ std::string record(const std::vector<std::string>& fields);
 /// The trials with a score at `step` (those `keep` accepts, when given),
 /// best first: a tie keeps the earlier result (the journal's order), a NaN last.
 std::vector<int> ranked_at(const SearchState& s, int64_t step, bool maximize, bool (*keep)(const Trial&) = nullptr);
+
+/// The status a person reads (the summary, both GUIs): running, promoted
+/// (running past its first rung; ASHA only: a PBT member just runs),
+/// paused, done, stopped, failed, interrupted.
+std::string shown_status(const Trial& t, bool pbt = false);
 
 /// Whether `a` is a better score than `b` (NaN is worst; a tie is not better).
 inline bool better(double a, double b, bool maximize) {

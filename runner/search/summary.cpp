@@ -5,11 +5,6 @@
 
 namespace gantry::search {
 
-std::string shown_status(const Trial& t, bool pbt) {
-  if (t.status == Status::kRunning) return t.promoted && !pbt ? "promoted" : "running";
-  return status_name(t.status);
-}
-
 std::string summary_text(const SearchState& s, const Plan& p) {
   const bool maximize = p.opt.maximize;
   std::vector<const Trial*> order;

@@ -8,11 +8,6 @@
 
 namespace gantry::search {
 
-/// The status a person reads: running, promoted (running past its first
-/// rung; ASHA only: a PBT member just runs), paused, done, stopped,
-/// failed, interrupted.
-std::string shown_status(const Trial& t, bool pbt = false);
-
 /// The table, best first: the furthest step reached, then the score there
 /// (ties: the earlier result); then the best trial, its values and its run.
 std::string summary_text(const SearchState& s, const Plan& p);

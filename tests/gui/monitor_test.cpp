@@ -107,6 +107,7 @@ class MonitorTest : public QObject {
   void screenshotOfARealRun();
   void threeRunsOverlaidAndOneToggledOff();
   void openingAnotherRunRedrawsFromScratch();
+  void aSearchShowsItsTrialsRungsAndStatusAsItsSummary();
 };
 
 void MonitorTest::decimationKeepsEveryColumnsExtremes() {
@@ -748,4 +749,92 @@ void MonitorTest::openingAnotherRunRedrawsFromScratch() {
            !points(fresh).isEmpty() && points(reused) == points(fresh);
   };
   QTRY_VERIFY_WITH_TIMEOUT(same(), 10000);
+}
+
+// A real `gantry search` (ASHA, 4 trials, rungs 10, 20, 40) watched from its
+// experiment directory while it runs: the trials it starts later join the
+// Runs table; at the end each row's status, step and score are those of
+// `gantry search --summary` (the leaderboard, read by the runner), with the
+// rung the step is, and every trial's g_loss is a line of the loss chart.
+void MonitorTest::aSearchShowsItsTrialsRungsAndStatusAsItsSummary() {
+  QTemporaryDir dir;
+  const QStringList args = {"search",
+                            GANTRY_SOURCE_DIR "/configs/gan_fashion_mnist.yaml",
+                            "system.lr=loguniform(1e-4,1e-3)",
+                            "trainer.log_every_n_steps=10",
+                            "trainer.image_every_n_steps=0",
+                            "trainer.threads=1",
+                            "--trials",
+                            "4",
+                            "--budget",
+                            "40",
+                            "--rung",
+                            "10",
+                            "--eta",
+                            "2",
+                            "--metric",
+                            "g_loss",
+                            "--min",
+                            "-j",
+                            "1"};
+  QProcess search;
+  search.setWorkingDirectory(dir.path());
+  search.setProcessChannelMode(QProcess::MergedChannels);
+  search.start(GANTRY_BIN, args);
+  QVERIFY(search.waitForStarted(10000));
+  const QString first = dir.path() + "/runs/gan_fashion_mnist/search/trial_0000/latest/stream.gantrylog";
+  QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(first) || search.state() == QProcess::NotRunning, 60000);
+  monitor::MainWindow w;
+  w.resize(1280, 800);
+  w.show();
+  w.open(client::parse_targets({(dir.path() + "/runs/gan_fashion_mnist").toStdString()}), dir.path());
+  const size_t at_open = w.watched().size();
+  QVERIFY(search.waitForFinished(180000));
+  const QByteArray said = search.readAll();
+  QVERIFY2(search.exitStatus() == QProcess::NormalExit && search.exitCode() == 0, said.constData());
+  QTRY_COMPARE_WITH_TIMEOUT(w.watched().size(), size_t(4), 10000);
+  QTRY_VERIFY_WITH_TIMEOUT(w.all_ended(), 10000);
+  QTest::qWait(1100);  // the journal's last records: read once a second
+  w.tick();
+  if (at_open < 4) qInfo("%zu trial(s) at open, the others joined while the search ran", at_open);
+
+  QProcess summary;
+  summary.setWorkingDirectory(dir.path());
+  summary.start(GANTRY_BIN, QStringList(args) << "--summary");
+  QVERIFY(summary.waitForFinished(60000));
+  QCOMPARE(summary.exitCode(), 0);
+  struct Row {
+    QString status, step, score;
+  };
+  std::map<QString, Row> want;  // "trial_0000  done  40  0.8312  ..."
+  for (const QString& line : QString::fromUtf8(summary.readAllStandardOutput()).split('\n')) {
+    const QStringList f = line.simplified().split(' ');
+    if (f.size() >= 4 && f[0].startsWith("trial_")) want[f[0]] = {f[1], f[2], f[3]};
+  }
+  QCOMPARE(want.size(), size_t(4));
+  QTableWidget* t = w.runs()->table();
+  QVERIFY(w.runs()->isVisible());  // raised when the trials joined
+  QCOMPARE(t->horizontalHeaderItem(4)->text(), QString("rung"));
+  QCOMPARE(t->horizontalHeaderItem(5)->text(), QString("score (g_loss)"));
+  int done = 0, paused = 0;
+  for (int row = 0; row < t->rowCount(); ++row) {
+    const QString name = t->item(row, 1)->text();
+    QVERIFY2(want.count(name), qPrintable(name));
+    const Row& r = want[name];
+    QCOMPARE(t->item(row, 2)->text(), r.status);
+    QCOMPARE(t->item(row, 3)->text(), r.step);
+    const int rung = r.step == "10" ? 1 : r.step == "20" ? 2 : r.step == "40" ? 3 : 0;
+    QVERIFY2(rung > 0, qPrintable(name + " ended at step " + r.step));
+    QCOMPARE(t->item(row, 4)->text(), QString("%1 of 3").arg(rung));
+    QVERIFY2(std::abs(t->item(row, 5)->text().toDouble() / r.score.toDouble() - 1) < 1e-3,
+             qPrintable(t->item(row, 5)->text() + " vs " + r.score));
+    done += r.status == "done";
+    paused += r.status == "paused";
+    int lines = 0;
+    for (auto* s : w.scalars()->panels().at("loss")->chart()->series())
+      if (s->isVisible() && s->name().startsWith(name + ": g_loss")) ++lines;
+    QVERIFY2(lines > 0, qPrintable(name + ": no g_loss line"));
+  }
+  QVERIFY2(done >= 1 && paused >= 1, qPrintable(QString("%1 done, %2 paused").arg(done).arg(paused)));
+  w.grab().save(QString(SCREENSHOT_DIR) + "/monitor_search.png");
 }
