@@ -474,6 +474,63 @@ TEST(SearchCli, AMetricNoTrialLogsIsNamedAndARerunWithARightOneGoesOn) {
       << other.err;
 }
 
+// The space in the config's `search:` block (flat or nested keys, file
+// order first): it is the search's space, its trials run the same config
+// (train ignores the block); a key the command line gives is the command
+// line's (a value pins it, a distribution replaces it); a bad distribution
+// in the block is one line naming the file and line.
+TEST(SearchCli, TheSpaceInTheConfigsSearchBlock) {
+  TempDir dir;
+  const std::string head = gantry::test::read_text(gantry::test::source_path("tests/sdk_plugin/tiny.yaml"));
+  const std::string config = (dir.path() / "tiny_search.yaml").string();
+  gantry::test::write_text(
+      config, head + "search:\n  system.lr: loguniform(0.001,1)\n  data:\n    batch_size: choice(16,32)\n");
+  const std::string base = "search '" + config + "' system.plugin='" + gantry::test::plugin_path("tiny") +
+                           "' --trials 3 --budget 20 --rung 10 --eta 2 -j 1 trainer.threads=1 --metric loss";
+  const auto r = gantry::test::run_gantry(base, dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Journal j = journal_of(dir);
+  EXPECT_EQ(j.state().settings.at("space"), "system.lr=loguniform(0.001,1) data.batch_size=choice(16,32)");
+  ASSERT_EQ(j.state().trials.size(), 3u);
+  for (const auto& t : j.state().trials) {
+    EXPECT_FALSE(t.value("system.lr").empty()) << trial_name(t.id);
+    const std::string bs = t.value("data.batch_size");
+    EXPECT_TRUE(bs == "16" || bs == "32") << bs;
+    const std::string yaml =
+        gantry::test::read_text((dir.path() / "runs/tiny/search" / trial_name(t.id) / "latest/config.yaml").string());
+    EXPECT_NE(yaml.find("batch_size: " + bs), std::string::npos) << yaml;
+  }
+
+  // The command line pins one key and replaces the other's distribution.
+  TempDir other;
+  gantry::test::write_text((other.path() / "tiny_search.yaml").string(), gantry::test::read_text(config));
+  const std::string base2 = "search '" + (other.path() / "tiny_search.yaml").string() + "' system.plugin='" +
+                            gantry::test::plugin_path("tiny") +
+                            "' --trials 2 --budget 10 --rung 10 -j 1 trainer.threads=1 --metric loss";
+  const auto pinned = gantry::test::run_gantry(base2 + " data.batch_size=8 'system.lr=uniform(0.2,0.3)'", other.path());
+  ASSERT_EQ(pinned.exit_code, 0) << pinned.out << pinned.err;
+  const Journal pj(other.path() / "runs/tiny/search/journal", false);
+  EXPECT_EQ(pj.state().settings.at("space"), "system.lr=uniform(0.2,0.3)");
+  EXPECT_NE(pj.state().settings.at("fixed").find("data.batch_size=8"), std::string::npos)
+      << pj.state().settings.at("fixed");
+  for (const auto& t : pj.state().trials) {
+    const double lr = std::stod(t.value("system.lr"));
+    EXPECT_TRUE(lr >= 0.2 && lr <= 0.3) << lr;
+  }
+
+  // A bad distribution in the block: one line with the file and line.
+  gantry::test::write_text((other.path() / "bad.yaml").string(), head + "search:\n  system.lr: normal(0,1)\n");
+  const auto bad =
+      gantry::test::run_gantry("search '" + (other.path() / "bad.yaml").string() + "' system.plugin='" +
+                                   gantry::test::plugin_path("tiny") + "' --trials 2 --budget 20 --metric loss",
+                               other.path());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("bad.yaml:15: search.system.lr: 'normal(0,1)': unknown distribution 'normal'"),
+            std::string::npos)
+      << bad.err;
+  EXPECT_EQ(gantry::test::lines_of(bad.err).size(), 1u) << bad.err;
+}
+
 // PBT on the tiny plugin: members pause at every interval, the bottom quarter
 // copies the top quarter's checkpoint and perturbs its lr; a member after
 // its exploit trains on exactly as a run resumed from its source's

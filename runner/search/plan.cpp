@@ -116,11 +116,34 @@ Plan make_plan(const std::string& config, const std::vector<std::string>& args, 
       if (d.key == key) throw ConfigError("gantry search: '" + key + "' is searched twice");
     p.space.push_back(parse_dimension(key, value));
   }
+  const engine::JobSettings job = engine::load_job(config, p.fixed);
+  // The config's `search:` block, before the command line's distributions
+  // (file order); a key the command line gives (a value or another
+  // distribution) is the command line's.
+  std::vector<Dimension> from_file;
+  for (const auto& [key, value] : job.search_space) {
+    const bool on_command_line =
+        std::any_of(args.begin(), args.end(), [&](const std::string& a) { return a.rfind(key + "=", 0) == 0; });
+    if (on_command_line) continue;
+    const std::string where = job.where("search." + key) + ": search." + key;
+    if (set_by_search(key)) throw ConfigError(where + ": '" + key + "' is set by the search for each trial");
+    if (shapes_the_objective(key))
+      throw ConfigError(where + ": '" + key +
+                        "' decides what the objective measures or when: it must be the same for every trial");
+    try {
+      from_file.push_back(parse_dimension(key, value));
+    } catch (const ConfigError& e) {
+      std::string why = e.what();
+      const std::string lead = "gantry search: '" + key + "=" + value + "': ";
+      if (why.rfind(lead, 0) == 0) why = why.substr(lead.size());
+      throw ConfigError(where + ": '" + value + "': " + why);
+    }
+  }
+  p.space.insert(p.space.begin(), from_file.begin(), from_file.end());
   if (p.space.empty())
     throw ConfigError(
         "gantry search: no key has a distribution (key=loguniform(a,b), uniform(a,b), int(a,b) or "
-        "choice(x,y)); a grid is gantry sweep");
-  const engine::JobSettings job = engine::load_job(config, p.fixed);
+        "choice(x,y) on the command line, or a search: block in the config); a grid is gantry sweep");
   check_space(config, p.fixed, p.space);
   p.devices = job.devices * job.num_nodes;
   if (job.num_nodes != 1)

@@ -116,6 +116,8 @@ struct JobSettings {
   /// gives the config's own name for a key left at its default.
   std::map<std::string, std::string> origins;
   std::string source;
+  /// The config's `search:` block: searched key -> distribution text, in file order.
+  std::vector<std::pair<std::string, std::string>> search_space;
   std::string where(const std::string& key) const {
     const auto it = origins.find(key);
     return it != origins.end() ? it->second : source.empty() ? "<config>" : source;

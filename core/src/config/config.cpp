@@ -339,7 +339,7 @@ std::string file_line(const std::string& source, const YAML::Node& n) {
 bool is_section(const std::string& key) {
   for (const auto& f : schema())
     if (f.key.size() > key.size() && f.key.compare(0, key.size(), key) == 0 && f.key[key.size()] == '.') return true;
-  return key == "system" || key == "optimizers" ||
+  return key == "system" || key == "optimizers" || key == "search" ||
          (key.rfind("optimizers.", 0) == 0 && key.find('.', 11) == std::string::npos);
 }
 
@@ -455,6 +455,13 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
     }
     if (key.rfind("optimizers.", 0) == 0) {
       set_optimizer_option(cfg, key, node);
+      continue;
+    }
+    if (key.rfind("search.", 0) == 0) {  // gantry search's space: key: distribution (the search checks both)
+      if (!node.IsScalar() || node.Scalar().empty())
+        throw ConfigError(cfg.where(key) + ": " + key + " must be a distribution (uniform(a,b), loguniform(a,b), " +
+                          "int(a,b), choice(x,y)), got '" + scalar_text(node) + "'");
+      cfg.search_space.emplace_back(key.substr(7), node.Scalar());
       continue;
     }
     const auto f = by_key.find(key);

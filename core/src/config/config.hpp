@@ -447,8 +447,12 @@ struct GANTRY_CORE_EXPORT ExperimentConfig {
   /// the trainer-wide defaults.
   OptimizerOptions optimizer(const std::string& name) const;
 
-  std::string source;                          ///< the file it came from ("" when built in code)
-  YAML::Node system_params;                    ///< system section minus `plugin`
+  std::string source;        ///< the file it came from ("" when built in code)
+  YAML::Node system_params;  ///< system section minus `plugin`
+  /// The `search:` block (`gantry search`'s space, docs/search.md): each
+  /// searched key and its distribution's text, in file order. Train and
+  /// sweep ignore it; the search checks it.
+  std::vector<std::pair<std::string, std::string>> search_space;
   std::map<std::string, std::string> origins;  ///< full key -> "file:line" / "command line 'k=v'"
 
   /// Loads `path`, applies `overrides` ("trainer.max_steps=10") and validates

@@ -565,6 +565,7 @@ JobSettings load_job(const std::string& config_path, const std::vector<std::stri
   j.slurm = {s.partition, s.time, s.mem, s.account, s.signal, s.template_path, s.cpus_per_task, s.array_parallel};
   j.origins = cfg.origins;
   j.source = cfg.source;
+  j.search_space = cfg.search_space;
   return j;
 }
 
