@@ -19,6 +19,7 @@
 #include <QTest>
 #include <QBuffer>
 #include <cmath>
+#include <ctime>
 #include <random>
 
 #include <QValueAxis>
@@ -386,19 +387,29 @@ void MonitorTest::scalarsViewStaysFastWithAMillionPoints() {
   QTest::qWait(50);  // lays it out
   view.refresh(st);  // first: smoothing over everything
   const double first = view.last_redraw_ms();
-  double worst = 0;
+  // The budget is the redraw's own work: this thread's CPU time (the wall
+  // time, printed too, also counts other processes: under ctest -j2 on 2
+  // cores a 8 ms redraw once took 153 ms of wall time).
+  auto cpu_ms = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+  };
+  double worst = 0, worst_cpu = 0;
   for (int i = 0; i < 5; ++i) {  // as live: a few new points each time
     wire::Scalars more;
     const int64_t step = 1'000'000 + i + 1;
     more.points = {{step, 1.7e9 + step * 0.01, "g_loss", 1.0}, {step, 1.7e9 + step * 0.01, "d_loss", 0.5}};
     st.apply({seq++, more});
+    const double before = cpu_ms();
     view.refresh(st);
+    worst_cpu = std::max(worst_cpu, cpu_ms() - before);
     worst = std::max(worst, view.last_redraw_ms());
   }
   monitor::ChartPanel* panel = view.panels().at("loss");
-  qInfo("1,000,000 points x 2 series: first redraw %.1f ms, then at most %.1f ms; %zu points drawn", first, worst,
-        panel->drawn_points());
-  QVERIFY2(worst < 50, "a redraw must fit in the 20 Hz budget");
+  qInfo("1,000,000 points x 2 series: first redraw %.1f ms, then at most %.1f ms (%.1f ms of CPU); %zu points drawn",
+        first, worst, worst_cpu, panel->drawn_points());
+  QVERIFY2(worst_cpu < 50, "a redraw must fit in the 20 Hz budget");
   QVERIFY(panel->drawn_points() <= 4 * (2 * 1000 + 2));
   QVERIFY(panel->drawn_points() > 500);
 }
