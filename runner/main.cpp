@@ -102,7 +102,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 50));
   search_cmd->add_option("--metric", se.metric, "The metrics.csv column rungs compare (quality_fd)")->required();
   search_cmd->add_flag("--max", se.maximize, "Larger is better (default: smaller)");
-  search_cmd->add_flag("--min", "Smaller is better (the default)");
+  bool smaller =
+      false;  // --min: the default, said for symmetry with --max (a flag needs a variable under C++20's CLI11)
+  search_cmd->add_flag("--min", smaller, "Smaller is better (the default)")->excludes("--max");
   search_cmd->add_option("--parallel,-j", se.parallel, "Trials at a time (the cores are divided)")
       ->check(CLI::Range(1, 256));
   search_cmd
