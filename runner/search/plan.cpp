@@ -130,14 +130,7 @@ Plan make_plan(const std::string& config, const std::vector<std::string>& args, 
     if (shapes_the_objective(key))
       throw ConfigError(where + ": '" + key +
                         "' decides what the objective measures or when: it must be the same for every trial");
-    try {
-      from_file.push_back(parse_dimension(key, value));
-    } catch (const ConfigError& e) {
-      std::string why = e.what();
-      const std::string lead = "gantry search: '" + key + "=" + value + "': ";
-      if (why.rfind(lead, 0) == 0) why = why.substr(lead.size());
-      throw ConfigError(where + ": '" + value + "': " + why);
-    }
+    from_file.push_back(parse_dimension(key, value, where + ": '" + value + "': "));
   }
   p.space.insert(p.space.begin(), from_file.begin(), from_file.end());
   if (p.space.empty())

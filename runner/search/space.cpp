@@ -53,8 +53,8 @@ bool is_distribution(const std::string& value) {
          std::all_of(value.begin(), value.begin() + long(open), [](char c) { return std::isalpha((unsigned char)c); });
 }
 
-Dimension parse_dimension(const std::string& key, const std::string& value) {
-  const std::string where = "gantry search: '" + key + "=" + value + "': ";
+Dimension parse_dimension(const std::string& key, const std::string& value, const std::string& where_given) {
+  const std::string where = where_given.empty() ? "gantry search: '" + key + "=" + value + "': " : where_given;
   if (!is_distribution(value))
     throw ConfigError(where + "not a distribution (uniform(a,b), loguniform(a,b), int(a,b) or choice(x,y,...))");
   Dimension d;

@@ -48,7 +48,8 @@ bool is_distribution(const std::string& value);
 
 /// Parses `key=name(args)`; throws ConfigError naming the override and what
 /// is wrong (an unknown name, a bound that is no number, low >= high, ...).
-Dimension parse_dimension(const std::string& key, const std::string& value);
+/// `where`: the message's start ("" : "gantry search: 'key=value': ").
+Dimension parse_dimension(const std::string& key, const std::string& value, const std::string& where = "");
 
 /// The text of `v` with 6 significant digits ("0.0003", "1.5e-05").
 std::string format_value(double v);
