@@ -36,6 +36,81 @@ std::string version_text() {
   return v;
 }
 
+// `gantry search`'s command line (docs/search.md).
+CLI::App* add_search(CLI::App& app, std::string& config, std::vector<std::string>& overrides, search::SearchOptions& se,
+                     bool& smaller) {
+  auto* search_cmd = app.add_subcommand(
+      "search",
+      "Search the space of key=DIST overrides (loguniform(a,b), uniform(a,b), int(a,b), choice(x,y)) with "
+      "asynchronous successive halving (asha, its new trials random or tpe), population based training (pbt) or random "
+      "search; rerun to continue "
+      "(docs/search.md)");
+  search_cmd->add_option("config", config, "Experiment YAML")->required();
+  search_cmd->add_option("overrides", overrides, "key=value (every trial) or key=DIST (searched)");
+  search_cmd
+      ->add_option("--method", se.method,
+                   "asha (pause at rungs, promote the top 1/eta), tpe (asha, new trials "
+                   "from a Parzen estimator of the rung results), pbt (--trials "
+                   "members, every --rung steps the bottom quarter copies the top quarter and perturbs) or "
+                   "random (no rungs)")
+      ->check(CLI::IsMember({"asha", "tpe", "pbt", "random"}));
+  search_cmd->add_option("--trials", se.trials, "Trials sampled")->required()->check(CLI::Range(1, 100000));
+  search_cmd->add_option("--budget", se.budget, "Steps of a trial that runs to the end (the last rung)")
+      ->required()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 50));
+  search_cmd->add_option("--metric", se.metric, "The metrics.csv column rungs compare (quality_fd)")->required();
+  search_cmd->add_flag("--max", se.maximize, "Larger is better (default: smaller)");
+  search_cmd->add_flag("--min", smaller, "Smaller is better (the default)")->excludes("--max");
+  search_cmd->add_option("--parallel,-j", se.parallel, "Trials at a time (the cores are divided)")
+      ->check(CLI::Range(1, 256));
+  search_cmd
+      ->add_option("--rung", se.rung,
+                   "The first rung's steps (default: budget / eta^2); pbt: the interval (default: budget / 10)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 50));
+  search_cmd->add_option("--eta", se.eta, "The halving factor: the top 1/eta of a rung go on (default 3)")
+      ->check(CLI::Range(int64_t(2), int64_t(1000)));
+  search_cmd->add_option("--seed", se.seed, "The sampler's seed (default 0)");
+  search_cmd
+      ->add_option("--lease", se.lease_s,
+                   "Seconds after which a worker that stopped renewing its lease is gone and another takes "
+                   "its trials (default 60; renewed every lease/6)")
+      ->check(CLI::Range(1.0, 86400.0));
+  search_cmd->add_flag("--summary", se.summary_only, "Only print the leaderboard of what has run");
+  search_cmd
+      ->add_option("--submit", se.submit_workers,
+                   "Submit the search as a SLURM array of this many workers (slurm.array_parallel at once), "
+                   "each taking trials from the journal; nothing runs here")
+      ->check(CLI::Range(1, 100000));
+  search_cmd->add_flag("--dry-run", se.dry_run, "With --submit: print the sbatch script");
+  search_cmd->add_flag("--wait", se.wait, "With --submit: sbatch --wait, exit with the array's status");
+  return search_cmd;
+}
+
+// `gantry launch -n N`: the config checked once here (not N times in the
+// ranks), then the ranks started.
+int launch_command(int nproc, const std::string& config, const std::vector<std::string>& overrides) {
+  const engine::JobSettings job = engine::load_job(config, overrides);
+  if (job.num_nodes != 1)
+    throw ConfigError(job.where("trainer.num_nodes") +
+                      ": gantry launch runs ranks on this node only, "
+                      "but trainer.num_nodes is " +
+                      std::to_string(job.num_nodes) + " (use gantry submit for several nodes)");
+  // Once here, not one line from each of N ranks (that the first to fail cut short).
+  if (const std::string short_of = engine::file_limit_for_ranks(nproc); !short_of.empty())
+    throw Error("gantry launch -n " + std::to_string(nproc) + ": " + short_of);
+  LaunchOptions lo;
+  lo.gantry_exe = boost::dll::program_location().string();
+  // A CPU job's ranks are forked from here without exec and share this
+  // process's LibTorch pages (docs/scaling.md). A CUDA job's exec: this
+  // process never initializes CUDA, so a fork would be allowed, but that
+  // has not run on a GPU yet.
+  if (!job.cuda)
+    lo.train_in_child = [](const std::string& cfg, const std::vector<std::string>& args) {
+      return engine::run_command([&] { return engine::train(cfg, args); });
+    };
+  return launch(nproc, config, overrides, lo);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -81,52 +156,9 @@ int main(int argc, char** argv) {
                       "Run only point SLURM_ARRAY_TASK_ID (the command gantry submit --sweep writes)");
 
   search::SearchOptions se;
-  auto* search_cmd = app.add_subcommand(
-      "search",
-      "Search the space of key=DIST overrides (loguniform(a,b), uniform(a,b), int(a,b), choice(x,y)) with "
-      "asynchronous successive halving (asha, its new trials random or tpe), population based training (pbt) or random "
-      "search; rerun to continue "
-      "(docs/search.md)");
-  search_cmd->add_option("config", config, "Experiment YAML")->required();
-  search_cmd->add_option("overrides", overrides, "key=value (every trial) or key=DIST (searched)");
-  search_cmd
-      ->add_option("--method", se.method,
-                   "asha (pause at rungs, promote the top 1/eta), tpe (asha, new trials "
-                   "from a Parzen estimator of the rung results), pbt (--trials "
-                   "members, every --rung steps the bottom quarter copies the top quarter and perturbs) or "
-                   "random (no rungs)")
-      ->check(CLI::IsMember({"asha", "tpe", "pbt", "random"}));
-  search_cmd->add_option("--trials", se.trials, "Trials sampled")->required()->check(CLI::Range(1, 100000));
-  search_cmd->add_option("--budget", se.budget, "Steps of a trial that runs to the end (the last rung)")
-      ->required()
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 50));
-  search_cmd->add_option("--metric", se.metric, "The metrics.csv column rungs compare (quality_fd)")->required();
-  search_cmd->add_flag("--max", se.maximize, "Larger is better (default: smaller)");
   bool smaller =
       false;  // --min: the default, said for symmetry with --max (a flag needs a variable under C++20's CLI11)
-  search_cmd->add_flag("--min", smaller, "Smaller is better (the default)")->excludes("--max");
-  search_cmd->add_option("--parallel,-j", se.parallel, "Trials at a time (the cores are divided)")
-      ->check(CLI::Range(1, 256));
-  search_cmd
-      ->add_option("--rung", se.rung,
-                   "The first rung's steps (default: budget / eta^2); pbt: the interval (default: budget / 10)")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 50));
-  search_cmd->add_option("--eta", se.eta, "The halving factor: the top 1/eta of a rung go on (default 3)")
-      ->check(CLI::Range(int64_t(2), int64_t(1000)));
-  search_cmd->add_option("--seed", se.seed, "The sampler's seed (default 0)");
-  search_cmd
-      ->add_option("--lease", se.lease_s,
-                   "Seconds after which a worker that stopped renewing its lease is gone and another takes "
-                   "its trials (default 60; renewed every lease/6)")
-      ->check(CLI::Range(1.0, 86400.0));
-  search_cmd->add_flag("--summary", se.summary_only, "Only print the leaderboard of what has run");
-  search_cmd
-      ->add_option("--submit", se.submit_workers,
-                   "Submit the search as a SLURM array of this many workers (slurm.array_parallel at once), "
-                   "each taking trials from the journal; nothing runs here")
-      ->check(CLI::Range(1, 100000));
-  search_cmd->add_flag("--dry-run", se.dry_run, "With --submit: print the sbatch script");
-  search_cmd->add_flag("--wait", se.wait, "With --submit: sbatch --wait, exit with the array's status");
+  auto* search_cmd = add_search(app, config, overrides, se, smaller);
 
   auto* validate = app.add_subcommand("validate", "Check a config, its plugin and data without training");
   validate->add_option("config", config, "Experiment YAML")->required();
@@ -159,53 +191,16 @@ int main(int argc, char** argv) {
   auto* serve = app.add_subcommand("serve", "Serve a trained system over HTTP: noise in, images out (docs/serve.md)");
   serve->add_option("checkpoint", sv.checkpoint, "A checkpoint, or a run or experiment directory")->required();
   serve->add_option("--host", sv.host, "Address to bind (default 127.0.0.1)");
-  serve->add_option("--port", sv.port, "Port (0: a free one, printed)")->check(CLI::Range(0, 65535));
   serve->add_option("--token", sv.token, "Require Authorization: Bearer TOKEN");
   serve->add_option("--plugin", sv.plugin, "The plugin (path or name) instead of the recorded one");
-  serve->add_option("--max-batch", sv.max_batch, "Rows of one forward (dynamic batching; 1: off)")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  serve->add_option("--max-wait-ms", sv.max_wait_ms, "How long a request waits for others to batch with")
-      ->check(CLI::Range(int64_t(0), int64_t(60000)));
-  serve->add_option("--max-n", sv.max_n, "Rows one request may ask for")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  serve->add_option("--max-queue", sv.max_queue, "Requests waiting before 503")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  serve->add_option("--workers", sv.workers, "Inference threads")->check(CLI::Range(1, 64));
-  serve->add_option("--threads", sv.threads, "Intra-op threads (0: LibTorch's default)")->check(CLI::Range(0, 1024));
-  serve->add_option("--timeout", sv.timeout_s, "Seconds of a connection's read/write timeout")
-      ->check(CLI::Range(1, 3600));
-  serve->add_option("--request-timeout-ms", sv.request_timeout_ms, "A request not answered by then is 504 (0: never)")
-      ->check(CLI::Range(int64_t(0), int64_t(3600000)));
   serve->add_flag("--watch", sv.watch, "Swap in a newer checkpoint of the run or experiment directory as it appears");
-  serve->add_option("--watch-interval-ms", sv.watch_interval_ms, "How often --watch looks (default 1000)")
-      ->check(CLI::Range(int64_t(10), int64_t(3600000)));
+  for (const engine::ServeOption& so : engine::serve_options())  // declared once, with their bounds
+    serve->add_option(so.flag, sv.*so.field, so.help)->check(CLI::Range(so.min, so.max));
 
   CLI11_PARSE(app, argc, argv);
   return engine::run_command([&]() -> int {
     if (*train) return engine::train(config, overrides);
-    if (*launch_cmd) {
-      // Check the config once here rather than N times in the ranks.
-      const engine::JobSettings job = engine::load_job(config, overrides);
-      if (job.num_nodes != 1)
-        throw ConfigError(job.where("trainer.num_nodes") +
-                          ": gantry launch runs ranks on this node only, "
-                          "but trainer.num_nodes is " +
-                          std::to_string(job.num_nodes) + " (use gantry submit for several nodes)");
-      // Once here, not one line from each of N ranks (that the first to fail cut short).
-      if (const std::string short_of = engine::file_limit_for_ranks(nproc); !short_of.empty())
-        throw Error("gantry launch -n " + std::to_string(nproc) + ": " + short_of);
-      LaunchOptions lo;
-      lo.gantry_exe = boost::dll::program_location().string();
-      // A CPU job's ranks are forked from here without exec and share this
-      // process's LibTorch pages (docs/scaling.md). A CUDA job's exec: this
-      // process never initializes CUDA, so a fork would be allowed, but that
-      // has not run on a GPU yet.
-      if (!job.cuda)
-        lo.train_in_child = [](const std::string& cfg, const std::vector<std::string>& args) {
-          return engine::run_command([&] { return engine::train(cfg, args); });
-        };
-      return launch(nproc, config, overrides, lo);
-    }
+    if (*launch_cmd) return launch_command(nproc, config, overrides);
     if (*validate) return engine::validate(config, overrides);
     if (*sweep_cmd) {
       so.gantry_exe = boost::dll::program_location().string();

@@ -264,6 +264,77 @@ void exploit_at(Journal& j, const Plan& p, const Pbt& pbt, int64_t step) {
   std::fflush(stdout);
 }
 
+// `--submit W`: a SLURM array of W workers, each this command with
+// --parallel 1, taking trials from the journal.
+int submit_workers(const std::string& config, const std::vector<std::string>& args, const SearchOptions& opt,
+                   const Plan& p) {
+  std::vector<std::string> tail = {"--method",
+                                   opt.method,
+                                   "--trials",
+                                   std::to_string(opt.trials),
+                                   "--budget",
+                                   std::to_string(opt.budget),
+                                   "--metric",
+                                   opt.metric,
+                                   opt.maximize ? "--max" : "--min",
+                                   "--rung",
+                                   std::to_string(p.rungs.front()),
+                                   "--eta",
+                                   std::to_string(opt.eta),
+                                   "--seed",
+                                   std::to_string(opt.seed),
+                                   "--lease",
+                                   format_value(opt.lease_s),
+                                   "--parallel",
+                                   "1"};
+  const engine::JobSettings job = engine::load_job(config, p.fixed);
+  const std::string script =
+      render_sbatch(job, engine::read_file(find_template(job.slurm.template_path, opt.gantry_exe)), opt.gantry_exe,
+                    config, args, size_t(opt.submit_workers), "search", tail);
+  return submit_script(job, script, opt.dry_run, opt.wait, size_t(opt.submit_workers),
+                       ", an array of " + std::to_string(opt.submit_workers) + " search workers on " + p.dir.string());
+}
+
+// Starts trials until `slots` run here, as the method decides under the
+// journal's lock (after what other workers appended). False: nothing is left
+// to run, here or anywhere.
+bool start_what_fits(Journal& j, const Plan& p, const Asha& asha, const Pbt& pbt, int slots, int threads,
+                     const std::string& me, std::vector<Running>& running, bool& waiting_said) {
+  const bool is_pbt = p.opt.method == "pbt";
+  // Decide under the journal's lock, after what other workers appended.
+  const auto lock = j.lock(p.opt.lease_s);
+  take_over(j, p, me, false);
+  if (is_pbt)
+    if (const int64_t step = pbt.decide_at(j.state()); step > 0) exploit_at(j, p, pbt, step);
+  while (int(running.size()) < slots) {
+    const Action a = is_pbt ? pbt.next(j.state()) : asha.next(j.state());
+    if (a.kind == Action::Kind::kNone) break;
+    if (a.kind == Action::Kind::kNew && size_t(a.trial) == j.state().trials.size())
+      j.append(sample_trial(p, j.state(), a.trial));
+    const Trial& t = j.state().trials[size_t(a.trial)];
+    const char* how = t.status == Status::kInterrupted ? "goes on"
+                      : t.scores.empty()               ? "started"
+                      : is_pbt                         ? "trains on"
+                                                       : "promoted";
+    const pid_t pid = start_trial(p, p.train_args(t, a.target, threads), p.trial_log(t.id));
+    j.append({"run", std::to_string(t.id), std::to_string(a.target), std::to_string(pid), me});
+    running.push_back({t.id, pid, a.target});
+    std::printf("search: %s: %s to step %ld (%s; log %s)\n", trial_name(t.id).c_str(), how, long(a.target),
+                values_text(t).c_str(), p.trial_log(t.id).c_str());
+    std::fflush(stdout);
+    waiting_said = false;
+  }
+  if (running.empty()) {
+    if (j.state().count(Status::kRunning) == 0) return false;  // nothing left to run, here or anywhere
+    if (!waiting_said)
+      std::printf("search: nothing to start now: %zu trials run elsewhere (other workers); waiting for them\n",
+                  j.state().count(Status::kRunning));
+    waiting_said = true;
+    std::fflush(stdout);
+  }
+  return true;
+}
+
 }  // namespace
 
 int run_search(const std::string& config, const std::vector<std::string>& args, const SearchOptions& opt) {
@@ -275,34 +346,7 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
     print_summary(j.state(), p);
     return 0;
   }
-  if (opt.submit_workers > 0) {  // a SLURM array of workers, each this command with --parallel 1
-    std::vector<std::string> tail = {"--method",
-                                     opt.method,
-                                     "--trials",
-                                     std::to_string(opt.trials),
-                                     "--budget",
-                                     std::to_string(opt.budget),
-                                     "--metric",
-                                     opt.metric,
-                                     opt.maximize ? "--max" : "--min",
-                                     "--rung",
-                                     std::to_string(p.rungs.front()),
-                                     "--eta",
-                                     std::to_string(opt.eta),
-                                     "--seed",
-                                     std::to_string(opt.seed),
-                                     "--lease",
-                                     format_value(opt.lease_s),
-                                     "--parallel",
-                                     "1"};
-    const engine::JobSettings job = engine::load_job(config, p.fixed);
-    const std::string script =
-        render_sbatch(job, engine::read_file(find_template(job.slurm.template_path, opt.gantry_exe)), opt.gantry_exe,
-                      config, args, size_t(opt.submit_workers), "search", tail);
-    return submit_script(
-        job, script, opt.dry_run, opt.wait, size_t(opt.submit_workers),
-        ", an array of " + std::to_string(opt.submit_workers) + " search workers on " + p.dir.string());
-  }
+  if (opt.submit_workers > 0) return submit_workers(config, args, opt, p);  // nothing runs here
   std::error_code ec;
   fs::create_directories(p.dir, ec);
   if (ec) throw Error("cannot create " + p.dir.string() + ": " + ec.message());
@@ -354,37 +398,7 @@ int run_search(const std::string& config, const std::vector<std::string>& args, 
     }
     if (forwarded && running.empty()) break;
     if (!forwarded && int(running.size()) < slots) {
-      // Decide under the journal's lock, after what other workers appended.
-      const auto lock = j.lock(opt.lease_s);
-      take_over(j, p, me, false);
-      if (is_pbt)
-        if (const int64_t step = pbt.decide_at(j.state()); step > 0) exploit_at(j, p, pbt, step);
-      while (int(running.size()) < slots) {
-        const Action a = is_pbt ? pbt.next(j.state()) : asha.next(j.state());
-        if (a.kind == Action::Kind::kNone) break;
-        if (a.kind == Action::Kind::kNew && size_t(a.trial) == j.state().trials.size())
-          j.append(sample_trial(p, j.state(), a.trial));
-        const Trial& t = j.state().trials[size_t(a.trial)];
-        const char* how = t.status == Status::kInterrupted ? "goes on"
-                          : t.scores.empty()               ? "started"
-                          : is_pbt                         ? "trains on"
-                                                           : "promoted";
-        const pid_t pid = start_trial(p, p.train_args(t, a.target, threads), p.trial_log(t.id));
-        j.append({"run", std::to_string(t.id), std::to_string(a.target), std::to_string(pid), me});
-        running.push_back({t.id, pid, a.target});
-        std::printf("search: %s: %s to step %ld (%s; log %s)\n", trial_name(t.id).c_str(), how, long(a.target),
-                    values_text(t).c_str(), p.trial_log(t.id).c_str());
-        std::fflush(stdout);
-        waiting_said = false;
-      }
-      if (running.empty()) {
-        if (j.state().count(Status::kRunning) == 0) break;  // nothing left to run, here or anywhere
-        if (!waiting_said)
-          std::printf("search: nothing to start now: %zu trials run elsewhere (other workers); waiting for them\n",
-                      j.state().count(Status::kRunning));
-        waiting_said = true;
-        std::fflush(stdout);
-      }
+      if (!start_what_fits(j, p, asha, pbt, slots, threads, me, running, waiting_said)) break;
     }
     // Wait up to 0.5 s for one of ours to end; the lease is renewed meanwhile.
     int status = 0;

@@ -9,7 +9,7 @@ set -euo pipefail
 src=$1 work=$2 secs=${3:-30}
 mkdir -p "$work/corpus"
 clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address -I"$src/core/src" \
-  "$src/core/src/engine/fuzz_serve_request.cpp" "$src/core/src/engine/serve_parse.cpp" -o "$work/fuzz_serve"
+  "$src/core/src/serve/fuzz_request.cpp" "$src/core/src/serve/parse.cpp" -o "$work/fuzz_serve"
 # A few seeds: a .npy POST, a JSON POST, a GET with a query.
 header="{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }"
 printf 'POST /v1/forward?format=npy HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n\x93NUMPY\x01\x00%b%s\n%b' \

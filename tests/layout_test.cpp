@@ -23,8 +23,8 @@ namespace {
 // core/src's rooms, lowest first; a room may include only rooms of a lower
 // level (core/CMakeLists.txt's comment, in the same order).
 const std::map<std::string, int> kLevels = {
-    {"files", 0},       {"config", 1},     {"io", 2},    {"runtime", 3}, {"plugin", 4},  {"data", 4},
-    {"distributed", 4}, {"checkpoint", 4}, {"optim", 5}, {"train", 6},   {"quality", 7}, {"engine", 8},
+    {"files", 0},      {"config", 1}, {"io", 2},    {"runtime", 3}, {"plugin", 4}, {"data", 4},   {"distributed", 4},
+    {"checkpoint", 4}, {"optim", 5},  {"train", 6}, {"quality", 7}, {"serve", 7},  {"engine", 8},
 };
 
 struct Include {

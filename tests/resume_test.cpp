@@ -293,3 +293,38 @@ TEST(Resume, EveryPathFormContinuesItsRunAndLatestKeepsNamingIt) {
     EXPECT_EQ(runs, 1) << resume << ": a new run directory was made";
   }
 }
+
+// A checkpoint between epochs by default (checkpoint.every_n_epochs: 1, as
+// Lightning): a 3-epoch run of 4 batches an epoch writes steps 4, 8 and 12;
+// a resume from step 4 is the uninterrupted run (the same weights at step 12,
+// the same rows) and says which metrics.csv rows it drops; 0 writes the end's only.
+TEST(Resume, AnEpochsEndIsACheckpointAndAResumeFromItIsTheUninterruptedRun) {
+  TempDir dir;
+  const std::string args = "train " + gantry::test::source_path("tests/sdk_plugin/tiny.yaml") +
+                           " system.plugin=" + gantry::test::plugin_path("tiny") +
+                           " system.synthetic=true system.pixels=2 data.batch_size=1024 trainer.max_steps=-1"
+                           " trainer.max_epochs=3 trainer.log_every_n_steps=1 trainer.threads=1 checkpoint.keep_last=0";
+  const auto a = gantry::test::run_gantry(args, dir.path());
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  const auto ckpts = dir.path() / "runs/tiny/latest/checkpoints";
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(ckpts)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"step_0000004.ckpt", "step_0000008.ckpt", "step_0000012.ckpt"}));
+  const auto straight_rows = metric_rows((dir.path() / "runs/tiny/latest/metrics.csv").string());
+  std::filesystem::copy_file(ckpts / "step_0000012.ckpt", dir.path() / "straight.ckpt");
+
+  const auto b =
+      gantry::test::run_gantry(args + " trainer.resume=" + (ckpts / "step_0000004.ckpt").string(), dir.path());
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find("resume: metrics.csv: 8 rows after step 4 (to step 12) dropped"), std::string::npos) << b.out;
+  gantry::test::expect_same_weights((dir.path() / "straight.ckpt").string(), (ckpts / "step_0000012.ckpt").string());
+  EXPECT_EQ(metric_rows((dir.path() / "runs/tiny/latest/metrics.csv").string()), straight_rows);
+
+  TempDir none;
+  ASSERT_EQ(gantry::test::run_gantry(args + " checkpoint.every_n_epochs=0", none.path()).exit_code, 0);
+  names.clear();
+  for (const auto& e : std::filesystem::directory_iterator(none.path() / "runs/tiny/latest/checkpoints"))
+    names.push_back(e.path().filename());
+  EXPECT_EQ(names, (std::vector<std::string>{"step_0000012.ckpt"}));
+}

@@ -618,30 +618,16 @@ TEST(SearchJournal, WritersRacingUnderTheLockNeverDecideAtOnce) {
   TempDir dir;
   const std::string path = dir / "journal";
   { Journal(path, true).append({"search", "method=asha"}); }
-  std::vector<pid_t> kids;
-  for (int k = 0; k < 8; ++k) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
+  EXPECT_TRUE(gantry::test::run_forked(
+      8,
+      [&](int k) {
         Journal j(path, true);
         for (int i = 0; i < 40; ++i) {
           const auto lock = j.lock(60);
           j.append({"new", std::to_string(j.state().trials.size()), "system.lr=" + std::to_string(k)});
         }
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "writer %d: %s\n", k, e.what());
-        code = 1;
-      }
-      ::_exit(code);
-    }
-    kids.push_back(pid);
-  }
-  for (const pid_t pid : kids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
+      },
+      "writer"));
   const Journal j(path, false);
   ASSERT_EQ(j.state().trials.size(), 320u);
   std::map<std::string, int> by_writer;

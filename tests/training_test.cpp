@@ -434,6 +434,100 @@ TEST(Training, CallbacksRunInTheOrderOfTheirSlots) {
   EXPECT_EQ(joined(log), "ema samples lr metrics user1 user2 checkpoint");
 }
 
+namespace {
+
+// Counts the batches it saw, across resumes: its count is its state.
+class Counter final : public Callback {
+ public:
+  explicit Counter(std::vector<int64_t>& loaded) : loaded_(loaded) {}
+  void on_batch_end(FitState&) override { ++batches_; }
+  std::vector<std::string> state_keys() const override { return {"counter."}; }
+  TensorMap state(FitState&) override { return {{"counter.batches", torch::tensor(batches_, torch::kInt64)}}; }
+  void load(FitState&, const TensorMap& saved) override {
+    const auto it = saved.find("counter.batches");
+    batches_ = it == saved.end() ? 0 : it->second.item<int64_t>();
+    loaded_.push_back(batches_);
+  }
+  void on_fit_end(FitState&) override { loaded_.push_back(batches_); }
+
+ private:
+  std::vector<int64_t>& loaded_;
+  int64_t batches_ = 0;
+};
+
+}  // namespace
+
+// A callback's state() goes into every checkpoint and comes back through
+// load() at a resume (an empty map on a fresh run): a counter trained 4 of
+// 6 steps, resumed from step 4 to step 8, has counted 8.
+TEST(Training, ACallbackKeepsItsStateAcrossAResume) {
+  TempDir dir;
+  const std::vector<std::string> base = {"system.plugin=" + gantry::test::plugin_path("tiny"),
+                                         "system.synthetic=true",
+                                         "system.pixels=2",
+                                         "data.batch_size=1024",
+                                         "checkpoint.every_n_steps=4",
+                                         "trainer.threads=1",
+                                         "trainer.progress=none"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return ExperimentConfig::load(gantry::test::source_path("tests/sdk_plugin/tiny.yaml"), more);
+  };
+  std::vector<int64_t> first, resumed;
+  {
+    Trainer trainer(Experiment::build(with({"trainer.max_steps=6"})), dir / "a");
+    trainer.add_callback(std::make_unique<Counter>(first));
+    trainer.fit();
+  }
+  EXPECT_EQ(first, (std::vector<int64_t>{0, 6}));  // loaded nothing, counted 6
+  const std::string step4 = dir / "a/checkpoints/step_0000004.ckpt";
+  ASSERT_TRUE(std::filesystem::exists(step4));
+  Trainer trainer(Experiment::build(with({"trainer.max_steps=8", "trainer.resume=" + step4})), dir / "b");
+  trainer.add_callback(std::make_unique<Counter>(resumed));
+  trainer.fit();
+  EXPECT_EQ(resumed, (std::vector<int64_t>{4, 8}));  // step 4's count, then 4 more batches
+}
+
+// A callback's keys are its own: two whose prefixes overlap are refused when
+// added, and a key outside its prefixes fails the checkpoint that asks for it.
+TEST(Training, CallbackStateKeysAreOwnedByOne) {
+  class Keeps final : public Callback {
+   public:
+    Keeps(std::string prefix, std::string key) : prefix_(std::move(prefix)), key_(std::move(key)) {}
+    std::vector<std::string> state_keys() const override { return {prefix_}; }
+    TensorMap state(FitState&) override { return {{key_, torch::zeros({1})}}; }
+
+   private:
+    std::string prefix_, key_;
+  };
+  Callbacks callbacks;
+  callbacks.add(CallbackSlot::kUser, std::make_unique<Keeps>("mine.", "mine.x"));
+  try {
+    callbacks.add(CallbackSlot::kUser, std::make_unique<Keeps>("mine.sub.", "mine.sub.x"));
+    ADD_FAILURE() << "an overlapping prefix was taken";
+  } catch (const std::logic_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "callback: user keeps its state under 'mine.sub.', which callback: user's 'mine.' overlaps");
+  }
+  callbacks.add(CallbackSlot::kUser, std::make_unique<Keeps>("other.", "stray.x"));
+  TempDir dir;
+  const auto cfg = ExperimentConfig::load(gantry::test::source_path("tests/sdk_plugin/tiny.yaml"),
+                                          {"system.plugin=" + gantry::test::plugin_path("tiny")});
+  auto accel = make_accelerator(cfg, {});
+  Model model(Experiment::build(cfg), *accel);
+  const std::string no_dir;
+  FitState fit(model, *accel, no_dir, {});
+  TensorMap trainer_state{{"mine.old", torch::ones({1})}, {"unowned", torch::ones({1})}};
+  EXPECT_THROW(callbacks.save_state(fit, trainer_state), std::logic_error);
+  Callbacks good;
+  good.add(CallbackSlot::kUser, std::make_unique<Keeps>("mine.", "mine.x"));
+  good.save_state(fit, trainer_state);
+  // Its old key replaced by what it returns now; another's kept.
+  EXPECT_EQ(trainer_state.count("mine.old"), 0u);
+  EXPECT_EQ(trainer_state.count("mine.x"), 1u);
+  EXPECT_EQ(trainer_state.count("unowned"), 1u);
+}
+
 // Every reason to stop, through the one FitStop: the first reason stays,
 // except that reaching max_epochs names itself over a wish not yet agreed.
 TEST(Training, FitStopKeepsTheFirstReason) {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 #include <type_traits>
+#include <utility>
+#include <variant>
 
 namespace gantry::wire {
 
@@ -128,97 +130,94 @@ void put(Writer& w, const Event& m) {
   w.str(m.text);
 }
 
-Payload get_payload(uint8_t type, Reader& r) {
-  switch (type) {
-    case 1: {
-      Hello m;
-      m.protocol_version = r.u32("Hello.protocol_version");
-      m.token = r.str("Hello.token");
-      m.last_seq = r.u64("Hello.last_seq");
-      r.skip_appended();
-      return m;
-    }
-    case 2: {
-      Welcome m;
-      m.protocol_version = r.u32("Welcome.protocol_version");
-      m.run_name = r.str("Welcome.run_name");
-      m.next_seq = r.u64("Welcome.next_seq");
-      r.skip_appended();
-      return m;
-    }
-    case 3: {
-      RunInfo m;
-      m.name = r.str("RunInfo.name");
-      m.plugin = r.str("RunInfo.plugin");
-      m.plugin_version = r.str("RunInfo.plugin_version");
-      m.manifest = r.str("RunInfo.manifest");
-      m.config_yaml = r.str("RunInfo.config_yaml");
-      m.world_size = r.u32("RunInfo.world_size");
-      m.num_nodes = r.u32("RunInfo.num_nodes");
-      m.start_time = r.f64("RunInfo.start_time");
-      if (!r.at_end()) m.total_steps = r.i64("RunInfo.total_steps");  // appended field: optional
-      r.skip_appended();
-      return m;
-    }
-    case 4: {
-      Scalars m;
-      const uint32_t n = r.u32("Scalars.count");
-      if (n > kMaxPoints) throw WireError("Scalars.count " + std::to_string(n) + " too large");
-      for (uint32_t i = 0; i < n; ++i) {
-        Scalar s;
-        s.step = r.i64("Scalar.step");
-        s.wall_time = r.f64("Scalar.wall_time");
-        s.name = r.str("Scalar.name");
-        s.value = r.f64("Scalar.value");
-        m.points.push_back(std::move(s));
-      }
-      r.skip_appended();
-      return m;
-    }
-    case 5: {
-      Image m;
-      m.tag = r.str("Image.tag");
-      m.step = r.i64("Image.step");
-      m.wall_time = r.f64("Image.wall_time");
-      m.width = r.u32("Image.width");
-      m.height = r.u32("Image.height");
-      m.png = r.str("Image.png");
-      r.skip_appended();
-      return m;
-    }
-    case 6: {
-      RankStatus m;
-      m.rank = r.u32("RankStatus.rank");
-      m.host = r.str("RankStatus.host");
-      m.step = r.i64("RankStatus.step");
-      m.samples_per_s = r.f64("RankStatus.samples_per_s");
-      m.rss_mib = r.f64("RankStatus.rss_mib");
-      m.wall_time = r.f64("RankStatus.wall_time");
-      if (!r.at_end()) {  // appended fields: optional (absent from an older writer's frames)
-        for (double* v : {&m.step_ms, &m.data_ms, &m.compute_ms, &m.comm_ms, &m.optimizer_ms, &m.other_ms, &m.cpu_pct,
-                          &m.gpu_util_pct, &m.gpu_mem_mib, &m.gpu_power_w})
-          *v = r.f64("RankStatus.parts");
-        const uint8_t straggler = r.u8("RankStatus.straggler");
-        if (straggler > 1) throw WireError("RankStatus.straggler is " + std::to_string(straggler) + " (0 or 1)");
-        m.straggler = straggler == 1;
-        if (!r.at_end()) m.last_pct = r.f64("RankStatus.last_pct");
-        if (!r.at_end()) m.link_ms = r.f64("RankStatus.link_ms");
-      }
-      r.skip_appended();
-      return m;
-    }
-    case 7: {
-      Event m;
-      m.kind = r.str("Event.kind");
-      m.step = r.i64("Event.step");
-      m.wall_time = r.f64("Event.wall_time");
-      m.text = r.str("Event.text");
-      r.skip_appended();
-      return m;
-    }
-    default:
-      throw WireError("unknown message type " + std::to_string(type));
+// Each message's fields in the order put() writes them; appended fields
+// (added within protocol version 1) are optional: absent from an older
+// writer's frames. What a newer writer appended after them is skipped.
+void get(Reader& r, Hello& m) {
+  m.protocol_version = r.u32("Hello.protocol_version");
+  m.token = r.str("Hello.token");
+  m.last_seq = r.u64("Hello.last_seq");
+}
+void get(Reader& r, Welcome& m) {
+  m.protocol_version = r.u32("Welcome.protocol_version");
+  m.run_name = r.str("Welcome.run_name");
+  m.next_seq = r.u64("Welcome.next_seq");
+}
+void get(Reader& r, RunInfo& m) {
+  m.name = r.str("RunInfo.name");
+  m.plugin = r.str("RunInfo.plugin");
+  m.plugin_version = r.str("RunInfo.plugin_version");
+  m.manifest = r.str("RunInfo.manifest");
+  m.config_yaml = r.str("RunInfo.config_yaml");
+  m.world_size = r.u32("RunInfo.world_size");
+  m.num_nodes = r.u32("RunInfo.num_nodes");
+  m.start_time = r.f64("RunInfo.start_time");
+  if (!r.at_end()) m.total_steps = r.i64("RunInfo.total_steps");  // appended
+}
+void get(Reader& r, Scalars& m) {
+  const uint32_t n = r.u32("Scalars.count");
+  if (n > kMaxPoints) throw WireError("Scalars.count " + std::to_string(n) + " too large");
+  for (uint32_t i = 0; i < n; ++i) {
+    Scalar s;
+    s.step = r.i64("Scalar.step");
+    s.wall_time = r.f64("Scalar.wall_time");
+    s.name = r.str("Scalar.name");
+    s.value = r.f64("Scalar.value");
+    m.points.push_back(std::move(s));
   }
+}
+void get(Reader& r, Image& m) {
+  m.tag = r.str("Image.tag");
+  m.step = r.i64("Image.step");
+  m.wall_time = r.f64("Image.wall_time");
+  m.width = r.u32("Image.width");
+  m.height = r.u32("Image.height");
+  m.png = r.str("Image.png");
+}
+void get(Reader& r, RankStatus& m) {
+  m.rank = r.u32("RankStatus.rank");
+  m.host = r.str("RankStatus.host");
+  m.step = r.i64("RankStatus.step");
+  m.samples_per_s = r.f64("RankStatus.samples_per_s");
+  m.rss_mib = r.f64("RankStatus.rss_mib");
+  m.wall_time = r.f64("RankStatus.wall_time");
+  if (r.at_end()) return;  // appended from here
+  for (double* v : {&m.step_ms, &m.data_ms, &m.compute_ms, &m.comm_ms, &m.optimizer_ms, &m.other_ms, &m.cpu_pct,
+                    &m.gpu_util_pct, &m.gpu_mem_mib, &m.gpu_power_w})
+    *v = r.f64("RankStatus.parts");
+  const uint8_t straggler = r.u8("RankStatus.straggler");
+  if (straggler > 1) throw WireError("RankStatus.straggler is " + std::to_string(straggler) + " (0 or 1)");
+  m.straggler = straggler == 1;
+  if (!r.at_end()) m.last_pct = r.f64("RankStatus.last_pct");
+  if (!r.at_end()) m.link_ms = r.f64("RankStatus.link_ms");
+}
+void get(Reader& r, Event& m) {
+  m.kind = r.str("Event.kind");
+  m.step = r.i64("Event.step");
+  m.wall_time = r.f64("Event.wall_time");
+  m.text = r.str("Event.text");
+}
+
+// Type t (1-based, the Payload's alternatives in order) read from `r`.
+template <size_t... I>
+Payload get_payload(uint8_t type, Reader& r, std::index_sequence<I...>) {
+  Payload out;
+  const bool known = ((type == I + 1 ? (
+                                           out =
+                                               [&] {
+                                                 std::variant_alternative_t<I, Payload> m;
+                                                 get(r, m);
+                                                 r.skip_appended();
+                                                 return m;
+                                               }(),
+                                           true)
+                                     : false) ||
+                      ...);
+  if (!known) throw WireError("unknown message type " + std::to_string(type));
+  return out;
+}
+Payload get_payload(uint8_t type, Reader& r) {
+  return get_payload(type, r, std::make_index_sequence<std::variant_size_v<Payload>>{});
 }
 
 }  // namespace

@@ -59,6 +59,62 @@ void print_runs(const std::vector<gantry::view::ViewRun>& runs, const gantry::cl
   }
 }
 
+// Every run the targets name (directories: an experiment, a sweep, several
+// runs; live targets), `hide`'s lines hidden; the search among them followed.
+// Throws std::invalid_argument naming a bad target or --hide.
+std::vector<gantry::view::ViewRun> open_runs(const std::vector<std::string>& target_words, const std::string& token,
+                                             const std::vector<std::string>& hide,
+                                             gantry::client::SearchFollower& search) {
+  std::vector<gantry::view::ViewRun> runs;
+  std::vector<std::string> dirs, names;
+  for (auto& named : gantry::client::parse_targets(target_words, token)) {
+    dirs.push_back(named.target.is_dir ? named.target.dir : "");
+    names.push_back(named.name);
+    gantry::view::ViewRun r;
+    r.name = named.name;
+    r.source = gantry::client::open_source(named.target);
+    runs.push_back(std::move(r));
+  }
+  search.watch(dirs, names);
+  for (const auto& h : hide) {
+    bool known = false;
+    for (auto& r : runs)
+      if (r.name == h) r.visible = false, known = true;
+    if (!known)
+      throw std::invalid_argument("--hide " + h + ": no such run (" + std::to_string(runs.size()) + " found)");
+  }
+  return runs;
+}
+
+// An OpenGL 3 window with Dear ImGui on it; null (after one error line) without a display.
+GLFWwindow* open_window(int width, int height, const std::string& title) {
+  // GLFW's reason goes into the one error line below rather than a line of its own.
+  static std::string glfw_error;
+  glfwSetErrorCallback([](int, const char* what) { glfw_error = what; });
+  if (!glfwInit()) {
+    std::fprintf(stderr, "gantry-view: cannot open a window (%s): set DISPLAY, or use ssh -X\n",
+                 glfw_error.empty() ? "no display?" : glfw_error.c_str());
+    return nullptr;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
+  GLFWwindow* window = glfwCreateWindow(width, height, title.c_str(), nullptr, nullptr);
+  if (!window) {
+    std::fprintf(stderr, "gantry-view: cannot create an OpenGL 3 window (%s)\n", glfw_error.c_str());
+    glfwTerminate();
+    return nullptr;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // nothing written next to the user's files
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 130");
+  return window;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,24 +145,8 @@ int main(int argc, char** argv) {
   gantry::client::SearchFollower search;  // the trials among them, and those a search starts while shown
   std::string title;
   try {
-    std::vector<std::string> dirs, names;
-    for (auto& named : gantry::client::parse_targets(target_words, token)) {
-      dirs.push_back(named.target.is_dir ? named.target.dir : "");
-      names.push_back(named.name);
-      gantry::view::ViewRun r;
-      r.name = named.name;
-      r.source = gantry::client::open_source(named.target);
-      runs.push_back(std::move(r));
-    }
-    search.watch(dirs, names);
+    runs = open_runs(target_words, token, hide, search);
     title = runs.size() == 1 ? runs[0].name : std::to_string(runs.size()) + " runs: " + text;
-    for (const auto& h : hide) {
-      bool known = false;
-      for (auto& r : runs)
-        if (r.name == h) r.visible = false, known = true;
-      if (!known)
-        throw std::invalid_argument("--hide " + h + ": no such run (" + std::to_string(runs.size()) + " found)");
-    }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "gantry-view: %s\n", e.what());
     return 2;
@@ -117,30 +157,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // GLFW's reason goes into the one error line below rather than a line of its own.
-  static std::string glfw_error;
-  glfwSetErrorCallback([](int, const char* what) { glfw_error = what; });
-  if (!glfwInit()) {
-    std::fprintf(stderr, "gantry-view: cannot open a window (%s): set DISPLAY, or use ssh -X\n",
-                 glfw_error.empty() ? "no display?" : glfw_error.c_str());
-    return 1;
-  }
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
-  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
-  GLFWwindow* window = glfwCreateWindow(width, height, ("gantry-view: " + title).c_str(), nullptr, nullptr);
-  if (!window) {
-    std::fprintf(stderr, "gantry-view: cannot create an OpenGL 3 window (%s)\n", glfw_error.c_str());
-    glfwTerminate();
-    return 1;
-  }
-  glfwMakeContextCurrent(window);
-  glfwSwapInterval(1);
-  IMGUI_CHECKVERSION();
-  ImGui::CreateContext();
-  ImGui::GetIO().IniFilename = nullptr;  // nothing written next to the user's files
-  ImGui::StyleColorsDark();
-  ImGui_ImplGlfw_InitForOpenGL(window, true);
-  ImGui_ImplOpenGL3_Init("#version 130");
+  GLFWwindow* window = open_window(width, height, "gantry-view: " + title);
+  if (!window) return 1;
 
   int rc = 0;
   {

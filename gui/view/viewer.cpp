@@ -311,15 +311,12 @@ void Viewer::draw_image(const client::RunState& state) {
   ImGui::Checkbox("follow latest", &follow_);
 }
 
-void Viewer::draw_ranks(const client::RunState& state) {
-  const bool live = state.status() == client::RunStatus::kRunning;
-  const double now = now_unix();
-  const client::RanksSummary summary = client::summarize_ranks(state, now, slowest_first_);
-  ImGui::TextUnformatted(summary.headline().c_str());
-  ImGui::SameLine();
-  ImGui::Checkbox("slowest first", &slowest_first_);
-  // The strip: per node its name and a cell per rank (heat: busy time against
-  // the job's median; under it the step's parts; a red frame: a straggler).
+namespace {
+
+// The strip: per node its name and a cell per rank (heat: busy time against
+// the job's median; under it the step's parts; a red frame: a straggler),
+// each with its tooltip.
+void draw_rank_strip(const client::RanksSummary& summary) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const float width = ImGui::GetContentRegionAvail().x;
@@ -371,7 +368,10 @@ void Viewer::draw_ranks(const client::RunState& state) {
     ImGui::SetTooltip("%s: %zu ranks, busy median %.2f ms, max %.2f ms, %d straggler(s), %d stopped reporting",
                       hovered_node->host.c_str(), hovered_node->ranks.size(), hovered_node->busy_median,
                       hovered_node->busy_max, hovered_node->stragglers, hovered_node->stale);
+}
 
+// The table: a row per rank (grouped by node across nodes, a node's own row first).
+void draw_rank_table(const client::RanksSummary& summary, bool live, double now) {
   const char* heads[] = {"rank", "host",   "step",  "samples/s", "step ms", "busy ms", "data",     "compute",
                          "comm", "optim.", "other", "CPU %",     "RSS MiB", "GPU",     "last seen"};
   constexpr int kColumns = static_cast<int>(sizeof heads / sizeof heads[0]);
@@ -462,6 +462,19 @@ void Viewer::draw_ranks(const client::RunState& state) {
     }
   }
   ImGui::EndTable();
+}
+
+}  // namespace
+
+void Viewer::draw_ranks(const client::RunState& state) {
+  const bool live = state.status() == client::RunStatus::kRunning;
+  const double now = now_unix();
+  const client::RanksSummary summary = client::summarize_ranks(state, now, slowest_first_);
+  ImGui::TextUnformatted(summary.headline().c_str());
+  ImGui::SameLine();
+  ImGui::Checkbox("slowest first", &slowest_first_);
+  draw_rank_strip(summary);
+  draw_rank_table(summary, live, now);
 }
 
 void Viewer::draw_events(const client::RunState& state) {

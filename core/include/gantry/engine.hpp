@@ -71,11 +71,13 @@ struct SampleOptions {
 /// when the run kept them), n samples as a PNG grid and/or tensors.
 GANTRY_CORE_EXPORT int sample(const SampleOptions& options);
 
-/// `gantry serve` (docs/serve.md).
+/// `gantry serve` (docs/serve.md). Its numbers are declared once, in
+/// serve_options() (flag, help, bounds): the runner's command line and
+/// serve() read the same table.
 struct ServeOptions {
   std::string checkpoint;              ///< a checkpoint, or a run/experiment directory (best.ckpt, else the newest)
   std::string host = "127.0.0.1";      ///< the address to bind
-  int port = 8080;                     ///< 0: a free port (printed)
+  int64_t port = 8080;                 ///< 0: a free port (printed)
   std::string token;                   ///< when set: "Authorization: Bearer TOKEN" on every route but the probes
   std::string plugin;                  ///< a plugin (path or name) instead of the recorded one
   int64_t max_batch = 32;              ///< rows of one forward (dynamic batching; 1: off)
@@ -83,13 +85,26 @@ struct ServeOptions {
   int64_t max_n = 4096;                ///< rows one request may ask for
   int64_t max_queue = 1024;            ///< requests waiting; beyond: 503 with Retry-After
   uint64_t max_body = 64u << 20;       ///< bytes of a request body; beyond: 413
-  int workers = 1;                     ///< inference threads
-  int threads = 0;                     ///< intra-op threads (0: LibTorch's default)
-  int timeout_s = 30;                  ///< a connection's read/write timeout and the drain's limit
+  int64_t workers = 1;                 ///< inference threads
+  int64_t threads = 0;                 ///< intra-op threads (0: LibTorch's default)
+  int64_t timeout_s = 30;              ///< a connection's read/write timeout and the drain's limit
   int64_t request_timeout_ms = 30000;  ///< a request not answered by then: 504 (0: never)
   bool watch = false;                  ///< swap in a newer checkpoint of the run/experiment directory
   int64_t watch_interval_ms = 1000;    ///< how often --watch looks
 };
+
+/// One number `gantry serve` takes: its flag, help, inclusive bounds and the
+/// field of ServeOptions it sets.
+struct ServeOption {
+  const char* flag;  ///< "--max-batch"
+  const char* help;
+  int64_t min, max;
+  int64_t ServeOptions::*field;
+};
+/// Every numeric option of `gantry serve`, in --help order.
+GANTRY_CORE_EXPORT const std::vector<ServeOption>& serve_options();
+/// Throws one line naming the first option out of its bounds (serve() calls it).
+GANTRY_CORE_EXPORT void check_serve_options(const ServeOptions& options);
 
 /// Serves the system until SIGTERM/SIGINT; 0 when every request was answered.
 GANTRY_CORE_EXPORT int serve(const ServeOptions& options);

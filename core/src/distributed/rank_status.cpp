@@ -90,6 +90,32 @@ std::string rank_list(const std::vector<uint32_t>& ranks) {
   return out;
 }
 
+// Each node's link: the shortest round trip of its ranks (nodes without one
+// measured are absent), against the other nodes' ranks' median (in a
+// synchronous job every rank waits as long for a slow link: the busy times
+// cannot say whose), and whether it is slow.
+struct NodeLinks {
+  std::map<std::string, double> shortest, median;
+  std::map<std::string, bool> slow;
+};
+NodeLinks node_links(const std::vector<wire::RankStatus>& all, double factor) {
+  NodeLinks out;
+  for (const auto& s : all)
+    if (s.link_ms >= 0) {
+      auto [it, fresh] = out.shortest.emplace(s.host, s.link_ms);
+      if (!fresh) it->second = std::min(it->second, s.link_ms);
+    }
+  for (const auto& [host, link] : out.shortest) {
+    std::vector<double> others;
+    for (const auto& s : all)
+      if (s.host != host && s.link_ms >= 0) others.push_back(s.link_ms);
+    const double m = median(others);
+    out.median[host] = m;
+    out.slow[host] = !others.empty() && link > std::max(kMinLinkRatio, factor) * m && link - m > kMinLinkExcessMs;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& all, int64_t step) {
@@ -102,26 +128,10 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
     std::string host, part;
     bool link = false;  // flagged for its link alone
   };
-  // Each node's link: the shortest round trip of its ranks (-1: none measured).
-  std::map<std::string, double> node_link;
-  for (const auto& s : all)
-    if (s.link_ms >= 0) {
-      auto [it, fresh] = node_link.emplace(s.host, s.link_ms);
-      if (!fresh) it->second = std::min(it->second, s.link_ms);
-    }
-  // Each measured node's links against the other nodes' ranks' median (in a
-  // synchronous job every rank waits as long for a slow link: the busy times
-  // cannot say whose).
-  std::map<std::string, bool> slow_links;
-  std::map<std::string, double> link_medians;
-  for (const auto& [host, link] : node_link) {
-    std::vector<double> others;
-    for (const auto& s : all)
-      if (s.host != host && s.link_ms >= 0) others.push_back(s.link_ms);
-    link_medians[host] = median(others);
-    slow_links[host] = !others.empty() && link > std::max(kMinLinkRatio, factor_) * link_medians[host] &&
-                       link - link_medians[host] > kMinLinkExcessMs;
-  }
+  const NodeLinks links = node_links(all, factor_);
+  const auto& node_link = links.shortest;
+  const auto& link_medians = links.median;
+  std::map<std::string, bool> slow_links = links.slow;
   std::vector<Flag> became;
   for (size_t i = 0; i < all.size(); ++i) {
     auto& s = all[i];
@@ -165,7 +175,7 @@ std::vector<std::string> StragglerWatch::update(std::vector<wire::RankStatus>& a
         char text[128];
         std::snprintf(text, sizeof text,
                       "a round trip to rank 0 takes %.0f ms or more (the other nodes' median %.1f ms)",
-                      node_link[s.host], link_medians[s.host]);
+                      node_link.at(s.host), link_medians.at(s.host));
         seen.part += (seen.part.empty() ? "" : ", ") + std::string(text);
       }
       became.push_back({s.rank, ratio, s.host, seen.part, link_only});

@@ -377,7 +377,15 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
     std::error_code gone;
     fs::remove_all(scratch, gone);
   } else {
-    std::printf("checkpoint: %s\nimages: %s\n", r.last_checkpoint.c_str(), (fs::path(run_dir) / "images").c_str());
+    // What a resume from it would redo (a stop between two checkpoints; save_last false).
+    std::string redo;
+    if (!r.last_checkpoint.empty() && r.last_checkpoint_step >= 0 && r.last_checkpoint_step < r.state.global_step)
+      redo = " (step " + std::to_string(r.last_checkpoint_step) + ": a resume from it trains steps " +
+             std::to_string(r.last_checkpoint_step + 1) + "-" + std::to_string(r.state.global_step) + " again)";
+    else if (!r.last_checkpoint.empty() && r.stop_signal)
+      redo = " (a resume goes on from step " + std::to_string(r.state.global_step) + ": nothing is trained again)";
+    std::printf("checkpoint: %s%s\nimages: %s\n", r.last_checkpoint.empty() ? "none" : r.last_checkpoint.c_str(),
+                redo.c_str(), (fs::path(run_dir) / "images").c_str());
   }
   return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
 }

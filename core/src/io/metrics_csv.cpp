@@ -102,7 +102,11 @@ void MetricsCsv::rewrite(const std::vector<std::string>& columns, int64_t keep_u
     } catch (const std::exception&) {
       continue;  // a torn last line from a crash
     }
-    if (step > keep_up_to) continue;
+    if (step > keep_up_to) {
+      ++dropped_rows_;
+      dropped_to_step_ = std::max(dropped_to_step_, step);
+      continue;
+    }
     const std::string kind = row.cells.count("kind") ? row.cells["kind"] : "";
     if (step == drop_train_at_ && kind == "train") continue;
     if (merge && !merged && std::to_string(step) == merge->cells.at("step") && kind == merge->cells.at("kind")) {

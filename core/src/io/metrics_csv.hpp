@@ -50,6 +50,11 @@ class GANTRY_CORE_EXPORT MetricsCsv {
   /// The metric columns, in file order (after step, epoch, wall_time, kind).
   const std::vector<std::string>& columns() const { return columns_; }
 
+  /// The constructor's drop: rows after the resumed step (a resume from an
+  /// earlier checkpoint of a run that went further) and the last step they had.
+  int64_t dropped_rows() const { return dropped_rows_; }
+  int64_t dropped_to_step() const { return dropped_to_step_; }
+
  private:
   struct Row {
     std::map<std::string, std::string> cells;  // by column name
@@ -66,6 +71,7 @@ class GANTRY_CORE_EXPORT MetricsCsv {
   std::vector<std::string> columns_;          // metric columns after step, epoch, wall_time, kind
   std::map<std::string, int64_t> last_step_;  // kind -> the step of its last row
   int64_t drop_train_at_ = -1;                // the constructor's rewrite: this step's train row goes
+  int64_t dropped_rows_ = 0, dropped_to_step_ = -1;
 };
 
 }  // namespace gantry

@@ -119,6 +119,9 @@ class QualityCallback final : public Callback {
 
 }  // namespace
 
-std::unique_ptr<Callback> quality_callback(FitState& fit) { return std::make_unique<QualityCallback>(fit); }
+std::unique_ptr<Callback> quality_callback(CallbackSetup& setup) {
+  if (setup.fit.cfg().metrics.quality_every_n_steps <= 0) return nullptr;
+  return std::make_unique<QualityCallback>(setup.fit);
+}
 
 }  // namespace gantry

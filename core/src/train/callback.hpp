@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "data/data_loader.hpp"
+#include "gantry/core_export.hpp"
 #include "train/accelerator.hpp"
 #include "train/callback_slot.hpp"
 #include "checkpoint/file.hpp"
@@ -37,6 +38,7 @@
 
 namespace gantry {
 
+class Callbacks;
 class EmaWeights;
 class RunOutputs;
 
@@ -150,11 +152,14 @@ struct FitState {
   bool interval_kept = false;  ///< at the fit's end: the checkpoint keeps the interval as it was before its last row
   bool paused = false;         ///< from on_train_end: the run stops at trainer.pause_at_step (a resume goes on)
   std::string stop_now;  ///< set alike on every rank by a callback (early stopping): the loop stops after this batch
-  HookTime checkpoint_writes;  ///< write_checkpoint's calls and time on this rank (fast_dev_run's report)
-  Profile* profile = nullptr;  ///< the loop's parts, timed on every rank (the rank status reports them)
+  HookTime checkpoint_writes;      ///< write_checkpoint's calls and time on this rank (fast_dev_run's report)
+  Profile* profile = nullptr;      ///< the loop's parts, timed on every rank (the rank status reports them)
+  Callbacks* callbacks = nullptr;  ///< the fit's callbacks (their state goes into every checkpoint)
 
   const ExperimentConfig& cfg() const { return model.cfg(); }
 };
+
+using TensorMap = std::map<std::string, torch::Tensor>;
 
 class Callback {
  public:
@@ -169,17 +174,27 @@ class Callback {
   virtual void on_train_end(FitState&) {}
   virtual void on_fit_end(FitState&) {}
   virtual void on_exception(FitState&, const std::exception&) {}
+
+  // What a callback keeps across a stop (Lightning's state_dict and
+  // load_state_dict): its entries of the checkpoint's trainer_state, every
+  // key under one of state_keys() (its prefixes, owned by it alone: a key it
+  // stops returning is dropped from the next checkpoint).
+  /// The prefixes of its keys ("best.", "early."); none: it keeps no state.
+  virtual std::vector<std::string> state_keys() const { return {}; }
+  /// Asked at every checkpoint, on every rank alike (it may run collectives).
+  virtual TensorMap state(FitState&) { return {}; }
+  /// Once, before on_fit_start, with its keys of the checkpoint resumed from
+  /// (empty on a fresh run), before rank 0 opens the run's files (a refusal
+  /// leaves no run behind).
+  virtual void load(FitState&, const TensorMap& state) {}
 };
 
 /// The callbacks of one fit, called in the order of their slots (those of one
 /// slot in the order they were added).
-class Callbacks {
+class GANTRY_CORE_EXPORT Callbacks {
  public:
-  void add(CallbackSlot slot, std::unique_ptr<Callback> cb) {
-    auto at = std::upper_bound(list_.begin(), list_.end(), slot,
-                               [](CallbackSlot s, const auto& entry) { return s < entry.first; });
-    list_.emplace(at, slot, std::move(cb));
-  }
+  /// Throws std::logic_error when its state_keys() overlap another's.
+  void add(CallbackSlot slot, std::unique_ptr<Callback> cb);
   template <class Point, class... Args>
   void call(Point point, FitState& fit, Args&&... args) {
     for (auto& [slot, cb] : list_) {
@@ -187,53 +202,34 @@ class Callbacks {
       ((*cb).*point)(fit, args...);
     }
   }
+  /// Every callback's state into `trainer_state` (each one's keys replaced whole); every rank alike.
+  void save_state(FitState& fit, TensorMap& trainer_state);
+  /// Each callback's load() with its keys of `trainer_state`.
+  void load_state(FitState& fit, const TensorMap& trainer_state);
   void set_profile(Profile* p) { profile_ = p; }
+  size_t size() const { return list_.size(); }
 
  private:
   Profile* profile_ = nullptr;
   std::vector<std::pair<CallbackSlot, std::unique_ptr<Callback>>> list_;
 };
 
-// The built-in callbacks (each in its own file under train/callbacks/; the
-// quality score's in quality/quality_callback.cpp).
-/// Every rank, ema.decay > 0: updates the trainer's EMA (FitState::ema) after every batch.
-std::unique_ptr<Callback> ema_callback();
-/// Every rank: optimizers.<name>.scheduler sets the lrs before each batch; rank 0 logs lr-<name>.
-std::unique_ptr<Callback> lr_scheduler_callback(FitState& fit);
-/// Every rank: its status at every log step -> ranks.csv + stream (rank 0).
-std::unique_ptr<Callback> rank_status_callback(FitState& fit);
-/// Rank 0: a metrics.csv row + stream scalars every log step and at the end.
-std::unique_ptr<Callback> metrics_callback();
-/// Rank 0: log_samples before training, every image step and at the end.
-std::unique_ptr<Callback> samples_callback();
-/// Rank 0, trainer.log_histograms_every_n_steps = n > 0: TensorBoard
-/// histograms of every parameter and its averaged gradient every n batches.
-std::unique_ptr<Callback> histograms_callback(int64_t every);
-/// Rank 0, trainer.log_throughput: samples/s, batches/s, FLOP/s and MFU in every row.
-std::unique_ptr<Callback> throughput_callback(FitState& fit);
-/// Rank 0: the progress bar or lines.
-std::unique_ptr<Callback> progress_callback();
-/// Every rank, world > 1: the replicas checked (a checksum per parameter,
-/// all-reduced) before every checkpoint and every trainer.check_replicas_every_n_steps;
-/// the first divergence fails the run naming the step and the modules.
-std::unique_ptr<Callback> replicas_callback();
-/// Every rank: validation over its shard of the validation split every trainer.val_every_n_epochs.
-std::unique_ptr<Callback> validation_callback(std::unique_ptr<DataLoader> val);
-/// Every rank, metrics.quality_every_n_steps > 0: the sample-quality score
-/// (sharded over the ranks), a metrics row at its step. Loads the classifier
-/// (and rank 0 its real statistics) when built.
-std::unique_ptr<Callback> quality_callback(FitState& fit);
-/// Every rank (the RNG states are gathered): a checkpoint every
-/// checkpoint.every_n_steps and at the end; rank 0 writes it.
-std::unique_ptr<Callback> checkpoint_callback();
+/// What a callback's builder (train/callback_slot.hpp's rows) may use.
+struct CallbackSetup {
+  FitState& fit;
+  bool rank0;                              ///< this rank writes the run's files (FitState::out, set after the builds)
+  std::unique_ptr<DataLoader> val_loader;  ///< validation's, when the fit validates (its builder takes it)
+};
+
+// The built-in callbacks' builders, one per row of train/callback_slot.hpp
+// (each in its callback's file).
+#define GANTRY_CALLBACK_BUILDER(slot, name, builder) std::unique_ptr<Callback> builder(CallbackSetup& setup);
+GANTRY_CALLBACKS(GANTRY_CALLBACK_BUILDER)
+#undef GANTRY_CALLBACK_BUILDER
+
 /// Every rank: checkpoints/<file_name> of the fit's state (the RNG states
 /// gathered; rank 0 writes it, with a "checkpoint" event). Returns its path on
 /// rank 0, "" elsewhere.
 std::string write_checkpoint(FitState& fit, const std::string& file_name);
-/// Every rank, checkpoint.monitor or early_stopping.monitor set: rank 0's
-/// newest value of each, broadcast whenever one can be new (a row was
-/// written), so that every rank decides alike: the best checkpoints
-/// (save_top_k, best.ckpt) and early stopping (FitState::stop_now).
-std::unique_ptr<Callback> monitored_callback(FitState& fit);
 
 }  // namespace gantry

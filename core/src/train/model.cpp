@@ -62,7 +62,6 @@ Model::Model(Experiment exp, Accelerator& accel) : exp_(std::move(exp)), accel_(
     for (const auto& [key, t] : resumed_.extra)
       if (key.rfind(prefix, 0) == 0) state.emplace_back(key.substr(prefix.size()), t);
     exp_.system->load_extra_state(state, resumed_.global_step);
-    restore_accumulation();
   }
   if (cfg().trainer.cuda_graphs) {
     graphed_ = std::make_unique<Graphed>();
@@ -230,14 +229,14 @@ std::map<std::string, torch::Tensor> Model::accumulation_state() {
   return out;
 }
 
-void Model::restore_accumulation() {
+void Model::restore_accumulation(const std::map<std::string, torch::Tensor>& saved) {
   for (auto& s : slots_) {
     const std::string prefix = std::string(kAccumulationPrefix) + s.name + ".";
-    const auto micro = resumed_.extra.find(prefix + "micro");
-    if (micro == resumed_.extra.end()) continue;
+    const auto micro = saved.find(prefix + "micro");
+    if (micro == saved.end()) continue;
     for (size_t i = 0; i < s.params.size(); ++i) {
-      const auto g = resumed_.extra.find(prefix + std::to_string(i));
-      if (g == resumed_.extra.end() || g->second.sizes() != s.params[i].sizes())
+      const auto g = saved.find(prefix + std::to_string(i));
+      if (g == saved.end() || g->second.sizes() != s.params[i].sizes())
         throw CheckpointError(cfg().trainer.resume + ": optimizer " + s.name + "'s accumulated gradient " +
                               std::to_string(i) + " is missing or of another shape");
       s.params[i].mutable_grad() = g->second.to(s.params[i].device(), s.params[i].scalar_type()).clone();

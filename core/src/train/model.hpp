@@ -71,6 +71,8 @@ class GANTRY_CORE_EXPORT Model {
   /// "accumulate.<name>.micro" and "accumulate.<name>.<i>"; averaged over
   /// the ranks first (a collective: call it on every rank).
   std::map<std::string, torch::Tensor> accumulation_state();
+  /// A resume's accumulation_state() back into the slots (the accumulation callback's load).
+  void restore_accumulation(const std::map<std::string, torch::Tensor>& saved);
   static constexpr const char* kAccumulationPrefix = "accumulate.";
 
   /// Every module in eval mode and no grad while it lives (then train mode again).
@@ -105,7 +107,6 @@ class GANTRY_CORE_EXPORT Model {
   void build_modules();
   void build_optimizers();
   void check_parameters_owned() const;
-  void restore_accumulation();  // a resume's accumulation_state() back into the slots
   void set_train(bool train);
   void eager_step(const Batch& batch, const TrainState& state);
   // trainer.cuda_graphs (docs/cuda.md): why this run cannot capture its step ("" if it can).

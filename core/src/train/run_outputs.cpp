@@ -105,6 +105,13 @@ RunOutputs::RunOutputs(const FitState& fit, int64_t batch_size_all_ranks)
   stream_.tensorboard().hparams_start(hparams_of(cfg), "", unix_time());
   if (fit.state.global_step > 0)  // clients drop points after this step that came before it
     stream_.event("resumed", fit.state.global_step, unix_time(), "resumed from " + cfg.trainer.resume);
+  if (metrics_.dropped_rows() > 0) {  // resumed from a checkpoint before the run's end: said, not silent
+    std::printf(
+        "resume: metrics.csv: %ld rows after step %ld (to step %ld) dropped: they were trained from a state this "
+        "run no longer continues; it writes its own\n",
+        long(metrics_.dropped_rows()), long(fit.state.global_step), long(metrics_.dropped_to_step()));
+    std::fflush(stdout);
+  }
 }
 
 RunOutputs::~RunOutputs() { crash_log_to(-1, nullptr); }

@@ -40,6 +40,44 @@ int64_t epoch_from(const TrainState& s) {
   return it != s.extra.end() && it->second.numel() == 1 ? it->second.item<int64_t>() : 0;
 }
 
+// trainer.profiler=trace: rank 0's steps [profile_first_step, + profile_steps)
+// into run_dir/trace_steps_A-B.json (Chrome's trace format).
+class StepTrace {
+ public:
+  StepTrace(bool wanted, int64_t first, int64_t steps, bool cuda, std::string run_dir)
+      : wanted_(wanted), first_(first), steps_(steps), cuda_(cuda), run_dir_(std::move(run_dir)) {}
+  void before_batch(int64_t step) {
+    if (!wanted_ || step < first_) return;
+    wanted_ = false;
+    from_ = step;
+    tracer_ = std::make_unique<OpProfiler>(false, cuda_);
+    Profile::set_tracing(true);
+  }
+  void after_batch(int64_t step) {
+    if (tracer_ && step >= from_ + steps_) end(step);
+  }
+  void end(int64_t step) {
+    if (!tracer_) return;
+    Profile::set_tracing(false);
+    char name[96];
+    std::snprintf(name, sizeof name, "trace_steps_%ld-%ld.json", long(from_), long(step));
+    const std::string path = (fs::path(run_dir_) / name).string();
+    const OpProfiler::Result r = tracer_->stop(path);
+    tracer_.reset();
+    std::printf(
+        "profiler: steps [%ld, %ld) of rank 0 traced (%ld events) into %s (open it in "
+        "https://ui.perfetto.dev or chrome://tracing)\n",
+        long(from_), long(step), long(r.events), path.c_str());
+  }
+
+ private:
+  bool wanted_;
+  int64_t first_, steps_, from_ = -1;
+  bool cuda_;
+  std::string run_dir_;
+  std::unique_ptr<OpProfiler> tracer_;
+};
+
 }  // namespace
 
 struct Trainer::Impl {
@@ -207,13 +245,12 @@ struct Trainer::Impl {
                                            : s.global_step + this_epoch +
                                                  std::max<int64_t>(0, t.max_epochs - s.epoch - 1) * fit.per_epoch;
     if (t.max_steps > 0) fit.total_steps = fit.total_steps > 0 ? std::min(fit.total_steps, t.max_steps) : t.max_steps;
-    // The callbacks that check config keys against the plugin (ema.modules,
-    // a schedule's length) are built before rank 0 writes anything, so that a
-    // refused run leaves an unused run directory (which the runner removes).
+    // The EMA checks ema.modules against the plugin before rank 0 writes
+    // anything (a refused run leaves an unused run directory, which the
+    // runner removes); its shadows come from the resumed checkpoint.
     std::unique_ptr<EmaWeights> ema;  // the trainer's: the EMA callback updates it, samples and checkpoints read it
     if (cfg().ema.decay > 0) {
       ema = std::make_unique<EmaWeights>(cfg().ema, model->modules(), fit.state.extra, cfg().where("ema.modules"));
-      for (const auto& [key, t] : ema->state()) fit.state.extra[key] = t;
       fit.ema = ema.get();
       if (accel->is_zero())
         std::printf(
@@ -222,39 +259,34 @@ struct Trainer::Impl {
             ema->decay(), ema->warmup() ? ", warm-up min(decay, (1 + t) / (10 + t))" : "",
             cfg().ema.for_validation ? "them too (ema.for_validation)" : "the trained weights");
     }
-    std::unique_ptr<Callback> lr_schedulers = lr_scheduler_callback(fit);
-    std::unique_ptr<Callback> quality = cfg().metrics.quality_every_n_steps > 0 ? quality_callback(fit) : nullptr;
+    // Every callback, one per row of train/callback_slot.hpp (its builder
+    // says whether it runs in this fit), then their state from the resumed
+    // checkpoint: before rank 0 opens its outputs, so that a refused key
+    // leaves no run behind. The driver's own join at CallbackSlot::kUser.
+    Callbacks callbacks;  // called in the order of their slots (callback_slot.hpp says why each is where)
+    {
+      CallbackSetup setup{fit, accel->is_zero(), std::move(val_loader)};
+#define GANTRY_CALLBACK_ADD(slot, name, builder) \
+  if (auto cb = builder(setup)) callbacks.add(CallbackSlot::slot, std::move(cb));
+      GANTRY_CALLBACKS(GANTRY_CALLBACK_ADD)
+#undef GANTRY_CALLBACK_ADD
+      for (auto& cb : user_callbacks) callbacks.add(CallbackSlot::kUser, std::move(cb));
+      user_callbacks.clear();
+    }
+    fit.callbacks = &callbacks;
+    callbacks.load_state(fit, fit.state.extra);
     if (accel->is_zero()) {
       out = std::make_unique<RunOutputs>(fit, lo.batch_size * accel->dist().world_size);
       fit.out = out.get();
       model->set_image_sink([this](const std::string& tag, int64_t step, const torch::Tensor& images, double low,
                                    double high) { out->image(tag, step, images, low, high); });
     }
-    Callbacks callbacks;  // called in the order of their slots (callback.hpp says why each is where)
     profile.reset();
     // Always: the rank status reports the parts (profiler simple adds the table).
     profile = std::make_unique<Profile>(t.profiler == ProfilerKind::kSimple);
     fit.profile = profile.get();
     callbacks.set_profile(profile.get());
     model->set_profile(profile.get());
-    using Slot = CallbackSlot;
-    if (ema) callbacks.add(Slot::kEma, ema_callback());
-    callbacks.add(Slot::kRankStatus, rank_status_callback(fit));
-    if (out) callbacks.add(Slot::kSamples, samples_callback());
-    callbacks.add(Slot::kLrSchedulers, std::move(lr_schedulers));
-    if (out && t.log_throughput) callbacks.add(Slot::kThroughput, throughput_callback(fit));
-    if (out) callbacks.add(Slot::kMetrics, metrics_callback());
-    if (out) callbacks.add(Slot::kProgress, progress_callback());
-    if (val_loader) callbacks.add(Slot::kValidation, validation_callback(std::move(val_loader)));
-    if (quality) callbacks.add(Slot::kQuality, std::move(quality));
-    if (out && t.log_histograms_every_n_steps > 0)
-      callbacks.add(Slot::kHistograms, histograms_callback(t.log_histograms_every_n_steps));
-    if (!cfg().checkpoint.monitor.empty() || !cfg().early_stopping.monitor.empty())
-      callbacks.add(Slot::kMonitored, monitored_callback(fit));
-    for (auto& cb : user_callbacks) callbacks.add(Slot::kUser, std::move(cb));
-    user_callbacks.clear();
-    if (accel->dist().world_size > 1) callbacks.add(Slot::kReplicas, replicas_callback());
-    callbacks.add(Slot::kCheckpoint, checkpoint_callback());
     try {
       return loop(fit, loader, callbacks);
     } catch (const std::exception& e) {
@@ -311,23 +343,8 @@ struct Trainer::Impl {
     auto every = [&](int64_t n) { return n > 0 && s.global_step % n == 0; };
 
     Profile* const prof = profile.get();
-    // trainer.profiler=trace: rank 0's steps [profile_first_step, + profile_steps).
-    std::unique_ptr<OpProfiler> tracer;
-    int64_t trace_from = -1;
-    bool traced = !accel->is_zero() || t.profiler != ProfilerKind::kTrace;
-    auto end_trace = [&] {
-      if (!tracer) return;
-      Profile::set_tracing(false);
-      char name[96];
-      std::snprintf(name, sizeof name, "trace_steps_%ld-%ld.json", long(trace_from), long(s.global_step));
-      const std::string path = (fs::path(run_dir) / name).string();
-      const OpProfiler::Result r = tracer->stop(path);
-      tracer.reset();
-      std::printf(
-          "profiler: steps [%ld, %ld) of rank 0 traced (%ld events) into %s (open it in "
-          "https://ui.perfetto.dev or chrome://tracing)\n",
-          long(trace_from), long(s.global_step), long(r.events), path.c_str());
-    };
+    StepTrace trace(accel->is_zero() && t.profiler == ProfilerKind::kTrace, t.profile_first_step, t.profile_steps,
+                    accel->device().is_cuda(), run_dir);
 
     callbacks.call(&Callback::on_fit_start, fit);
     const int64_t first_step = s.global_step;
@@ -337,12 +354,7 @@ struct Trainer::Impl {
       const int64_t epoch_batches = from ? loader.batches_per_epoch(from) : fit.per_epoch;
       loader.start_epoch(s.epoch, s.batch_in_epoch, from);
       while (!stop.done()) {
-        if (!traced && s.global_step >= t.profile_first_step) {
-          traced = true;
-          trace_from = s.global_step;
-          tracer = std::make_unique<OpProfiler>(false, accel->device().is_cuda());
-          Profile::set_tracing(true);
-        }
+        trace.before_batch(s.global_step);
         std::optional<Batch> batch;
         {
           const Profile::Scope timed(prof, Profile::kData);
@@ -397,25 +409,11 @@ struct Trainer::Impl {
         stop.after_batch(agreed.stop, max_steps_reached, agreed.wish);
         if (pause_reached) stop.pause_reached();            // every rank at this batch, as max_steps
         if (!fit.stop_now.empty()) stop.now(fit.stop_now);  // early stopping: every rank alike
-        if (tracer && s.global_step >= trace_from + t.profile_steps) end_trace();
+        trace.after_batch(s.global_step);
       }
-      if (s.batch_in_epoch >= epoch_batches) {  // the epoch is complete
-        // Epoch-end callbacks (validation, rows) see every batch's values.
-        const StopAgreement::Verdict settled = settle(fit, agreement, pending);
-        stop.after_batch(settled.stop, false, settled.wish);
-        if (settled.stop) fit.agreed_wish = settled.wish;
-        callbacks.call(&Callback::on_epoch_end, fit);
-        if (!fit.stop_now.empty()) stop.now(fit.stop_now);
-        ++s.epoch;
-        s.batch_in_epoch = 0;
-        if (from) {  // the next epochs are whole ones at this world size
-          s.extra.erase(kEpochFromKey);
-          s.extra[kPerEpochKey] = torch::tensor(fit.per_epoch, torch::kInt64);
-        }
-        stop.after_epoch(s);
-      }
+      if (s.batch_in_epoch >= epoch_batches) end_epoch(fit, agreement, pending, stop, callbacks, from != 0);
     }
-    end_trace();  // the fit ended inside the traced steps
+    trace.end(s.global_step);  // the fit ended inside the traced steps
     settle(fit, agreement, pending);
     FitResult result;
     result.seconds = elapsed();
@@ -431,8 +429,35 @@ struct Trainer::Impl {
     fit.interval.to_state(s.extra);
     fit.interval_kept = true;
     callbacks.call(&Callback::on_fit_end, fit);
+    return finished(fit, std::move(result), stop, elapsed());
+  }
+
+  // An epoch's last batch done: its callbacks (validation, rows) see every
+  // batch's values; the next epochs are whole ones at this world size.
+  void end_epoch(FitState& fit, StopAgreement& agreement, std::vector<PendingStep>& pending, FitStop& stop,
+                 Callbacks& callbacks, bool resized) {
+    TrainState& s = fit.state;
+    // Epoch-end callbacks (validation, rows) see every batch's values.
+    const StopAgreement::Verdict settled = settle(fit, agreement, pending);
+    stop.after_batch(settled.stop, false, settled.wish);
+    if (settled.stop) fit.agreed_wish = settled.wish;
+    callbacks.call(&Callback::on_epoch_end, fit);
+    if (!fit.stop_now.empty()) stop.now(fit.stop_now);
+    ++s.epoch;
+    s.batch_in_epoch = 0;
+    if (resized) {  // the next epochs are whole ones at this world size
+      s.extra.erase(kEpochFromKey);
+      s.extra[kPerEpochKey] = torch::tensor(fit.per_epoch, torch::kInt64);
+    }
+    stop.after_epoch(s);
+  }
+
+  // The fit's end after on_fit_end: the profiler's table (a collective),
+  // rank 0's end event, and what the fit returns.
+  FitResult finished(FitState& fit, FitResult result, const FitStop& stop, double seconds) {
+    const TrainState& s = fit.state;
     if (profile && profile->table()) {  // a collective: every rank's rows to rank 0
-      const std::string table = profile->report(*accel, model->system().hook_times(), elapsed());
+      const std::string table = profile->report(*accel, model->system().hook_times(), seconds);
       if (out) {
         std::fputs(table.c_str(), stdout);
         write_file_atomic((fs::path(run_dir) / "profile.txt").string(), table);
@@ -457,6 +482,7 @@ struct Trainer::Impl {
     if (fit.checkpoint_writes.calls) result.hook_times["(checkpoint writes)"] = fit.checkpoint_writes;
     result.last_values = fit.values;
     result.last_checkpoint = fit.last_checkpoint;
+    result.last_checkpoint_step = fit.last_checkpoint_step;
     return result;
   }
 };
@@ -500,6 +526,9 @@ void check_before_training(Experiment experiment) {
 }
 
 FitResult Trainer::fit() { return impl_->fit(); }
+
+// CallbackSlot::kUser's builder: the slot is the driver's (Trainer::add_callback); no built-in one runs there.
+std::unique_ptr<Callback> added_by_driver(CallbackSetup&) { return nullptr; }
 
 void Trainer::add_callback(std::unique_ptr<Callback> callback) { impl_->user_callbacks.push_back(std::move(callback)); }
 

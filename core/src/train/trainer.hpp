@@ -20,6 +20,7 @@ struct FitResult {
   double seconds = 0;                                       ///< wall time of the loop
   std::vector<std::pair<std::string, double>> last_values;  ///< last logged metrics
   std::string last_checkpoint;                              ///< path of the final checkpoint ("" if none)
+  int64_t last_checkpoint_step = -1;                        ///< the newest step_*.ckpt's step (-1: none written)
   int stop_signal = 0;                                      ///< the signal that stopped it early, or 0
   std::string stop_reason;  ///< what ended it: "trainer.max_steps=1500 reached", "signal 15", ...
   bool paused = false;      ///< it stopped at trainer.pause_at_step (a checkpoint there; a resume goes on)

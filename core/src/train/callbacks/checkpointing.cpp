@@ -1,5 +1,6 @@
 // Every rank (each rank's RNG state is gathered into the file): a checkpoint
-// every checkpoint.every_n_steps and at the end (checkpoint.save_last); rank
+// every checkpoint.every_n_steps, between epochs (checkpoint.every_n_epochs)
+// and at the end (checkpoint.save_last); rank
 // 0 writes it atomically, streams a "checkpoint" event (path relative to the
 // run directory) and keeps the newest checkpoint.keep_last. The best ones by
 // a metric (checkpoint.monitor) are written by the monitored-metric callback
@@ -29,12 +30,8 @@ std::string write_checkpoint(FitState& fit, const std::string& file_name) {
   } timed{fit.checkpoint_writes, start};
   const std::vector<torch::Tensor> rng = fit.accel.gather_rng_states();
   const std::vector<torch::Tensor> cuda_rng = fit.accel.gather_cuda_rng_states();
-  // Gradients summed toward an accumulated step (every rank: a collective);
-  // a resumed run's older ones are not carried on.
-  auto& extra = fit.state.extra;
-  for (auto it = extra.begin(); it != extra.end();)
-    it = it->first.rfind(Model::kAccumulationPrefix, 0) == 0 ? extra.erase(it) : std::next(it);
-  for (auto& [key, t] : fit.model.accumulation_state()) extra[key] = t;
+  // Every callback's state (every rank alike: the accumulated gradients' is a collective).
+  if (fit.callbacks) fit.callbacks->save_state(fit, fit.state.extra);
   if (!fit.out) return "";
   for (auto& [key, t] : fit.model.plugin_state(fit.state.global_step))
     fit.state.extra[key] = t;                                      // the plugin's extra_state() (ABI 1.1)
@@ -54,8 +51,21 @@ class CheckpointCallback final : public Callback {
  public:
   void on_checkpoint_step(FitState& fit) override { save(fit, false); }
   void on_fit_end(FitState& fit) override { save(fit, true); }
+  void on_batch_end(FitState&) override { ran_ = true; }
+  // checkpoint.every_n_epochs: the state between two epochs (the next one at
+  // its batch 0, the last one's validation and rows done: a resume redoes
+  // nothing), before the next epoch's first batch trains. Every rank alike.
+  void on_batch_start(FitState& fit) override {
+    const int64_t n = fit.cfg().checkpoint.every_n_epochs;
+    const TrainState& s = fit.state;
+    if (n <= 0 || !ran_ || s.batch_in_epoch != 0 || s.epoch % n != 0) return;
+    if (fit.last_checkpoint_step == s.global_step) return;  // this step's is written
+    save(fit, false);
+  }
 
  private:
+  bool ran_ = false;  // a batch ran in this fit (a resume at an epoch's start has its checkpoint)
+
   static void save(FitState& fit, bool final) {
     if (!fit.cfg().checkpoint.save_last) return;                             // the best ones only (checkpoint.monitor)
     if (final && fit.last_checkpoint_step == fit.state.global_step) return;  // every rank alike: no collective
@@ -69,6 +79,6 @@ class CheckpointCallback final : public Callback {
 
 }  // namespace
 
-std::unique_ptr<Callback> checkpoint_callback() { return std::make_unique<CheckpointCallback>(); }
+std::unique_ptr<Callback> checkpoint_callback(CallbackSetup&) { return std::make_unique<CheckpointCallback>(); }
 
 }  // namespace gantry

@@ -29,11 +29,11 @@ std::string lrs_text(const std::vector<double>& lrs) {
 // checkpoint (`lr_built.<name>`). A resume whose config builds others (a
 // changed system.lr) takes the new ones instead of the checkpoint's, and says
 // so; a checkpoint without the record (an older gantry) keeps its own.
-bool lr_built_changed(FitState& fit, const NamedOptimizer& o) {
+bool lr_built_changed(FitState& fit, const TensorMap& saved, TensorMap& state, const NamedOptimizer& o) {
   const std::vector<double>& built = fit.model.built_lrs(o.name);
   const std::string key = "lr_built." + o.name;
   bool changed = false;
-  if (const auto rec = fit.state.extra.find(key); rec != fit.state.extra.end()) {
+  if (const auto rec = saved.find(key); rec != saved.end()) {
     const torch::Tensor t = rec->second.to(torch::kFloat64).contiguous();
     const std::vector<double> was(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
     changed = was != built;
@@ -41,7 +41,7 @@ bool lr_built_changed(FitState& fit, const NamedOptimizer& o) {
       std::printf("resume: optimizer %s's lr %s -> %s (as this config builds it)\n", o.name.c_str(),
                   lrs_text(was).c_str(), lrs_text(built).c_str());
   }
-  fit.state.extra[key] = torch::tensor(built, torch::kFloat64);
+  state[key] = torch::tensor(built, torch::kFloat64);
   return changed;
 }
 
@@ -52,28 +52,34 @@ void set_lrs(torch::optim::Optimizer& optimizer, const std::vector<double>& lrs)
 
 // A schedule that ends with the run (cosine, linear) over another length than
 // the checkpoint's run: said, as it reshapes the rest of the schedule.
-void say_new_length(FitState& fit, const std::string& name, const OptimizerOptions& options, int64_t total) {
+void say_new_length(FitState& fit, const TensorMap& saved, TensorMap& state, const std::string& name,
+                    const OptimizerOptions& options, int64_t total) {
   const std::string key = "lr_total." + name;
-  const auto rec = fit.state.extra.find(key);
-  if (rec != fit.state.extra.end() && rec->second.numel() == 1 && rec->second.item<int64_t>() != total &&
+  const auto rec = saved.find(key);
+  if (rec != saved.end() && rec->second.numel() == 1 && rec->second.item<int64_t>() != total &&
       fit.accel.dist().rank == 0 &&
       (options.scheduler == SchedulerKind::kCosine || options.scheduler == SchedulerKind::kLinear))
     std::printf("resume: optimizer %s's %s schedule now ends at %s %ld (it ended at %ld)\n", name.c_str(),
                 choice_name(options.scheduler), choice_name(options.interval), long(total),
                 long(rec->second.item<int64_t>()));
-  fit.state.extra[key] = torch::tensor(total, torch::kInt64);
+  state[key] = torch::tensor(total, torch::kInt64);
 }
 
 class LrSchedulerCallback final : public Callback {
  public:
-  explicit LrSchedulerCallback(FitState& fit) {
+  // The schedules are built here, from the checkpoint's record of the
+  // resumed run's (a refused length or plugin schedule: before rank 0 writes
+  // anything); the record of this run's is its state.
+  std::vector<std::string> state_keys() const override { return {"lr_built.", "lr_total.", "lr_base."}; }
+  TensorMap state(FitState&) override { return state_; }
+  void load(FitState& fit, const TensorMap& saved) override {
     const ExperimentConfig& cfg = fit.cfg();
     const std::map<std::string, LrLambda> own = plugin_schedules(fit);
     for (const auto& o : fit.model.optimizers()) {
       const OptimizerOptions options = cfg.optimizer(o.name);
       const bool configured = options.scheduler != SchedulerKind::kNone || options.warmup > 0;
       const auto lambda = own.find(o.name);
-      const bool lr_changed = lr_built_changed(fit, o);
+      const bool lr_changed = lr_built_changed(fit, saved, state_, o);
       if (!configured && lambda == own.end()) {
         if (lr_changed) set_lrs(*o.optimizer, fit.model.built_lrs(o.name));
         continue;
@@ -84,14 +90,14 @@ class LrSchedulerCallback final : public Callback {
                     o.name.c_str());
       const std::string key = "lr_base." + o.name;
       std::vector<double> base = group_lrs(*o.optimizer);
-      const auto saved = fit.state.extra.find(key);
+      const auto was = saved.find(key);
       if (lr_changed) {
         base = fit.model.built_lrs(o.name);
-      } else if (saved != fit.state.extra.end()) {  // resumed: the schedule's own base, not what load() left
-        const auto t = saved->second.to(torch::kFloat64).contiguous();
+      } else if (was != saved.end()) {  // resumed: the schedule's own base, not what load() left
+        const auto t = was->second.to(torch::kFloat64).contiguous();
         base.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
       }
-      fit.state.extra[key] = torch::tensor(base, torch::kFloat64);
+      state_[key] = torch::tensor(base, torch::kFloat64);
       if (!configured) {
         const std::string who = "plugin " + fit.model.plugin_name() + ": the lr schedule of optimizer " + o.name;
         schedules_.push_back(
@@ -105,7 +111,7 @@ class LrSchedulerCallback final : public Callback {
                 : fit.total_steps > 0      ? (fit.total_steps + fit.per_epoch - 1) / fit.per_epoch
                                            : -1;
       const std::string where = cfg.where("optimizers." + o.name + ".scheduler") + ": optimizers." + o.name;
-      say_new_length(fit, o.name, options, total);
+      say_new_length(fit, saved, state_, o.name, options, total);
       schedules_.push_back({o.name, o.optimizer, LrSchedule(options, base, total, where)});
     }
   }
@@ -152,10 +158,11 @@ class LrSchedulerCallback final : public Callback {
     LrSchedule schedule;
   };
   std::vector<Scheduled> schedules_;
+  TensorMap state_;  // lr_built.<name>, lr_base.<name>, lr_total.<name>
 };
 
 }  // namespace
 
-std::unique_ptr<Callback> lr_scheduler_callback(FitState& fit) { return std::make_unique<LrSchedulerCallback>(fit); }
+std::unique_ptr<Callback> lr_scheduler_callback(CallbackSetup&) { return std::make_unique<LrSchedulerCallback>(); }
 
 }  // namespace gantry

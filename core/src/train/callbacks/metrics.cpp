@@ -205,8 +205,16 @@ class ThroughputCallback final : public Callback {
 
 }  // namespace
 
-std::unique_ptr<Callback> metrics_callback() { return std::make_unique<MetricsCallback>(); }
-std::unique_ptr<Callback> histograms_callback(int64_t every) { return std::make_unique<HistogramsCallback>(every); }
-std::unique_ptr<Callback> throughput_callback(FitState& fit) { return std::make_unique<ThroughputCallback>(fit); }
+std::unique_ptr<Callback> metrics_callback(CallbackSetup& setup) {
+  return setup.rank0 ? std::make_unique<MetricsCallback>() : nullptr;
+}
+std::unique_ptr<Callback> histograms_callback(CallbackSetup& setup) {
+  const int64_t every = setup.fit.cfg().trainer.log_histograms_every_n_steps;
+  return setup.rank0 && every > 0 ? std::make_unique<HistogramsCallback>(every) : nullptr;
+}
+std::unique_ptr<Callback> throughput_callback(CallbackSetup& setup) {
+  return setup.rank0 && setup.fit.cfg().trainer.log_throughput ? std::make_unique<ThroughputCallback>(setup.fit)
+                                                               : nullptr;
+}
 
 }  // namespace gantry

@@ -51,7 +51,16 @@ class MonitoredCallback final : public Callback {
     const auto& c = fit.cfg();
     names_ = {c.checkpoint.monitor, c.early_stopping.monitor};
     seen_.assign(names_.size(), 0);
-    const auto& x = fit.state.extra;
+  }
+
+  // What it does not monitor now is carried on as it was (a later resume may monitor it again).
+  std::vector<std::string> state_keys() const override {
+    std::vector<std::string> keys;
+    if (!names_[0].empty()) keys.push_back("best.");
+    if (!names_[1].empty()) keys.push_back("early.");
+    return keys;
+  }
+  void load(FitState&, const TensorMap& x) override {
     if (x.count(kBestSteps) && x.count(kBestValues)) {  // resumed: the kept set
       const torch::Tensor s = x.at(kBestSteps).to(torch::kInt64), v = x.at(kBestValues).to(torch::kFloat64);
       for (int64_t i = 0; i < s.numel() && i < v.numel(); ++i)
@@ -146,7 +155,6 @@ class MonitoredCallback final : public Callback {
       dropped.push_back(kept_.back());
       kept_.pop_back();
     }
-    record(fit);
     write_checkpoint(fit, ckpt::best_file(step));
     if (!fit.out) return;
     const fs::path dir = fs::path(fit.run_dir) / ckpt::kFolder;
@@ -183,13 +191,12 @@ class MonitoredCallback final : public Callback {
               " checks (best " + number(early_best_) + " at step " + std::to_string(early_best_step_) + ")";
       }
     }
-    record(fit);
     if (!why.empty() && fit.stop_now.empty()) fit.stop_now = "early stopping: " + why;
   }
 
   // The state a checkpoint carries (every rank alike).
-  void record(FitState& fit) const {
-    auto& x = fit.state.extra;
+  TensorMap state(FitState&) override {
+    TensorMap x;
     if (!names_[0].empty()) {
       std::vector<int64_t> steps;
       std::vector<double> values;
@@ -203,6 +210,7 @@ class MonitoredCallback final : public Callback {
       x[kEarlyBestStep] = torch::tensor(early_best_step_, torch::kInt64);
       x[kEarlyWait] = torch::tensor(early_wait_, torch::kInt64);
     }
+    return x;
   }
 
   std::vector<std::string> names_;  // [0] checkpoint.monitor, [1] early_stopping.monitor ("" when unset)
@@ -215,6 +223,10 @@ class MonitoredCallback final : public Callback {
 
 }  // namespace
 
-std::unique_ptr<Callback> monitored_callback(FitState& fit) { return std::make_unique<MonitoredCallback>(fit); }
+std::unique_ptr<Callback> monitored_callback(CallbackSetup& setup) {
+  const auto& c = setup.fit.cfg();
+  if (c.checkpoint.monitor.empty() && c.early_stopping.monitor.empty()) return nullptr;
+  return std::make_unique<MonitoredCallback>(setup.fit);
+}
 
 }  // namespace gantry

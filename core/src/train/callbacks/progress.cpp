@@ -16,6 +16,8 @@ class ProgressCallback final : public Callback {
 
 }  // namespace
 
-std::unique_ptr<Callback> progress_callback() { return std::make_unique<ProgressCallback>(); }
+std::unique_ptr<Callback> progress_callback(CallbackSetup& setup) {
+  return setup.rank0 ? std::make_unique<ProgressCallback>() : nullptr;
+}
 
 }  // namespace gantry

@@ -37,29 +37,34 @@ StepParts parts_of(const Profile& p) {
 
 class RankStatusCallback final : public Callback {
  public:
-  explicit RankStatusCallback(FitState& fit)
-      : gpu_(open_gpu(fit.accel)),
-        reporter_(fit.accel.dist().rank, fit.accel.group(), fit.out ? &fit.out->stream() : nullptr, fit.run_dir,
-                  gpu_.get(), fit.cfg().trainer.straggler_factor, fit.cfg().trainer.straggler_intervals) {}
+  explicit RankStatusCallback(FitState& fit) : gpu_(open_gpu(fit.accel)) {}
+  // Rank 0's stream exists from here (the callbacks are built before rank 0 opens its files).
+  void on_fit_start(FitState& fit) override {
+    reporter_ = std::make_unique<RankStatusReporter>(
+        fit.accel.dist().rank, fit.accel.group(), fit.out ? &fit.out->stream() : nullptr, fit.run_dir, gpu_.get(),
+        fit.cfg().trainer.straggler_factor, fit.cfg().trainer.straggler_intervals);
+  }
   void on_log_step(FitState& fit) override { report(fit, true); }
   void on_train_end(FitState& fit) override { report(fit, false); }
   void on_fit_end(FitState& fit) override {
-    reporter_.write();
-    const std::string stragglers = reporter_.straggler_summary();
+    reporter_->write();
+    const std::string stragglers = reporter_->straggler_summary();
     if (!stragglers.empty()) std::printf("stragglers: %s\n", stragglers.c_str());
   }
 
  private:
   void report(FitState& fit, bool write) {
     const StepParts parts = fit.profile ? parts_of(*fit.profile) : StepParts{};
-    reporter_.report(fit.state.global_step, fit.batch_size, fit.profile ? &parts : nullptr, write);
+    reporter_->report(fit.state.global_step, fit.batch_size, fit.profile ? &parts : nullptr, write);
   }
   std::unique_ptr<GpuProbe> gpu_;
-  RankStatusReporter reporter_;
+  std::unique_ptr<RankStatusReporter> reporter_;
 };
 
 }  // namespace
 
-std::unique_ptr<Callback> rank_status_callback(FitState& fit) { return std::make_unique<RankStatusCallback>(fit); }
+std::unique_ptr<Callback> rank_status_callback(CallbackSetup& setup) {
+  return std::make_unique<RankStatusCallback>(setup.fit);
+}
 
 }  // namespace gantry

@@ -63,6 +63,8 @@ class ReplicasCallback final : public Callback {
 
 }  // namespace
 
-std::unique_ptr<Callback> replicas_callback() { return std::make_unique<ReplicasCallback>(); }
+std::unique_ptr<Callback> replicas_callback(CallbackSetup& setup) {
+  return setup.fit.accel.dist().world_size > 1 ? std::make_unique<ReplicasCallback>() : nullptr;
+}
 
 }  // namespace gantry

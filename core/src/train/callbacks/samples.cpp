@@ -36,6 +36,8 @@ class SamplesCallback final : public Callback {
 
 }  // namespace
 
-std::unique_ptr<Callback> samples_callback() { return std::make_unique<SamplesCallback>(); }
+std::unique_ptr<Callback> samples_callback(CallbackSetup& setup) {
+  return setup.rank0 ? std::make_unique<SamplesCallback>() : nullptr;
+}
 
 }  // namespace gantry

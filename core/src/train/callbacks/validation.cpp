@@ -157,8 +157,9 @@ class ValidationCallback final : public Callback {
 
 }  // namespace
 
-std::unique_ptr<Callback> validation_callback(std::unique_ptr<DataLoader> val) {
-  return std::make_unique<ValidationCallback>(std::move(val));
+std::unique_ptr<Callback> validation_callback(CallbackSetup& setup) {
+  if (!setup.val_loader) return nullptr;
+  return std::make_unique<ValidationCallback>(std::move(setup.val_loader));
 }
 
 }  // namespace gantry

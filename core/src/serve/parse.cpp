@@ -1,4 +1,4 @@
-#include "engine/serve_parse.hpp"
+#include "serve/parse.hpp"
 
 #include <charconv>
 #include <cmath>

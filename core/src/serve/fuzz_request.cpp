@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/serve_parse.hpp"
+#include "serve/parse.hpp"
 
 namespace http = boost::beast::http;
 using namespace gantry::serve;
