@@ -12,9 +12,13 @@
 #include <chrono>
 #include <thread>
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "chart.hpp"
+#include "liveness.hpp"
 #include "ranks_model.hpp"
 #include "run_state.hpp"
 #include "search.hpp"
@@ -525,4 +529,179 @@ TEST(Runs, APausedRunIsPausedAndEnded) {
   EXPECT_FALSE(has_ended(RunStatus::kRequeued));
   s.apply({4, gantry::wire::Event{"resumed", 100, 1.7e9 + 3, "from step_0000100.ckpt"}});
   EXPECT_EQ(s.status(), RunStatus::kRunning);
+}
+
+// Issue 44.1: a run whose messages say "running" is judged from facts
+// outside the stream. Each fact, offline (a run directory's .lock note) and
+// live (the stream's state), and a run that ended is never lost.
+namespace {
+
+namespace fs = std::filesystem;
+
+struct LockedRun {
+  fs::path dir;
+  RunState state;
+  explicit LockedRun(double last_wall) {
+    static int made = 0;
+    dir = fs::temp_directory_path() / ("gantry_lost_" + std::to_string(::getpid()) + "_" + std::to_string(made++));
+    fs::create_directories(dir);
+    state.apply({1, gantry::wire::RunInfo{"gan", "gan", "0.1.0", "gan 0.1.0", "name: gan\n", 1, 1, last_wall - 60, 300}});
+    state.apply({2, gantry::wire::Scalars{{{1200, last_wall, "g_loss", 1.0}}}});
+  }
+  ~LockedRun() { fs::remove_all(dir); }
+  void note(long pid, const std::string& host) {
+    std::ofstream(dir / ".lock") << "gantry pid " << pid << " on " << host << "\n";
+  }
+};
+
+std::string this_host() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A child process named "gantry" (its comm, as the runner's), until killed.
+pid_t gantry_named_child() {
+  int ready[2];
+  if (::pipe(ready) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_NAME, "gantry", 0, 0, 0);
+    const char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    for (;;) ::pause();
+  }
+  char c = 0;
+  (void)!::read(ready[0], &c, 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  return pid;
+}
+
+}  // namespace
+
+TEST(Lost, ADeadWritersRunIsLostAndALiveOnesIsRunningHowEverQuiet) {
+  const double now = unix_now();
+  SourceStatus following;
+  following.state = SourceStatus::State::kFollowing;
+  // The writer's process is gone (a pid that cannot be alive).
+  LockedRun dead(now - 1);
+  dead.note(0x3fffffff, this_host());
+  const std::string why = lost_why(dead.state, following, dead.dir.string(), now);
+  EXPECT_EQ(why, "no end record, the writer's process (gantry pid " + std::to_string(0x3fffffff) + " on " +
+                     this_host() + ") is gone");
+  dead.state.mark_lost(why);
+  EXPECT_EQ(dead.state.status(), RunStatus::kLost);
+  EXPECT_TRUE(has_ended(dead.state.status()));
+  EXPECT_EQ(dead.state.eta_seconds(), -1) << "the ETA stops";
+  EXPECT_EQ(dead.state.lost_text().rfind("lost at step 1200: no end record, the writer's process", 0), 0u)
+      << dead.state.lost_text();
+  // A live "gantry" holds it: running, even after an hour without a record.
+  const pid_t child = gantry_named_child();
+  ASSERT_GT(child, 0);
+  LockedRun quiet(now - 3600);
+  quiet.note(child, this_host());
+  EXPECT_EQ(lost_why(quiet.state, following, quiet.dir.string(), now), "");
+  // The same pid with a note older than the process: another process got the pid.
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(quiet.dir / ".lock", old);
+  EXPECT_NE(lost_why(quiet.state, following, quiet.dir.string(), now).find("is gone"), std::string::npos);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  quiet.note(child, this_host());
+  EXPECT_NE(lost_why(quiet.state, following, quiet.dir.string(), now).find("is gone"), std::string::npos);
+}
+
+TEST(Lost, FromAnotherHostItIsTheAgeOfTheLastRecord) {
+  const double now = unix_now();
+  SourceStatus following;
+  following.state = SourceStatus::State::kFollowing;
+  LockedRun fresh(now - 200);  // under 5 min: may be alive
+  fresh.note(12345, "elsewhere.invalid");
+  EXPECT_EQ(lost_why(fresh.state, following, fresh.dir.string(), now), "");
+  LockedRun stale(now - 360);
+  stale.note(12345, "elsewhere.invalid");
+  EXPECT_EQ(lost_why(stale.state, following, stale.dir.string(), now), "no end record, no record for 6 min 00 s");
+  // No note at all (a directory copied away from its host): the same rule.
+  fs::remove(stale.dir / ".lock");
+  EXPECT_EQ(lost_why(stale.state, following, stale.dir.string(), now), "no end record, no record for 6 min 00 s");
+}
+
+TEST(Lost, ALiveStreamClosedWithoutAnEndIsLostAfter15sAndBackWhenItAnswers) {
+  const double now = unix_now();
+  RunState s;
+  s.apply({1, gantry::wire::RunInfo{"gan", "gan", "0.1.0", "gan 0.1.0", "name: gan\n", 1, 1, now - 60, 300}});
+  s.apply({2, gantry::wire::Scalars{{{700, now - 2, "g_loss", 1.0}}}});
+  SourceStatus live;
+  live.state = SourceStatus::State::kConnected;
+  live.since = now - 100;
+  EXPECT_EQ(lost_why(s, live, "", now), "");
+  live.state = SourceStatus::State::kReconnecting;
+  live.since = now - 10;
+  EXPECT_EQ(lost_why(s, live, "", now), "") << "10 s: a network blip";
+  live.since = now - 16;
+  const std::string why = lost_why(s, live, "", now);
+  EXPECT_EQ(why, "no end record, the stream closed and its server has not answered for 16 s");
+  s.mark_lost(why);
+  EXPECT_EQ(s.status(), RunStatus::kLost);
+  const uint64_t v = s.version();
+  // The server answers again (a Welcome, seq 0): running.
+  s.apply({0, gantry::wire::Welcome{1, "gan", 3}});
+  EXPECT_EQ(s.status(), RunStatus::kRunning);
+  EXPECT_GT(s.version(), v);
+  s.mark_lost(why);
+  s.apply({3, gantry::wire::Scalars{{{710, now, "g_loss", 1.0}}}});
+  EXPECT_EQ(s.status(), RunStatus::kRunning) << "a new record revives it";
+}
+
+TEST(Lost, ARunThatEndedOrWasRequeuedIsNeverLost) {
+  const double now = unix_now();
+  SourceStatus closed;
+  closed.state = SourceStatus::State::kReconnecting;
+  closed.since = now - 1000;
+  for (const char* end : {"finished", "failed", "stopped", "paused", "requeued"}) {
+    LockedRun run(now - 1000);
+    run.note(0x3fffffff, this_host());
+    run.state.apply({3, gantry::wire::Event{end, 1200, now - 999, ""}});
+    EXPECT_EQ(lost_why(run.state, closed, run.dir.string(), now), "") << end;
+    run.state.mark_lost("no end record");
+    EXPECT_NE(run.state.status(), RunStatus::kLost) << end;
+  }
+}
+
+// check_lost reads the run directory through the real LogSource, at most once a second.
+TEST(Lost, CheckLostFollowsARunDirectoryAndIsThrottled) {
+  const double now = unix_now();
+  LockedRun run(now - 1);
+  run.note(0x3fffffff, this_host());
+  {
+    gantry::wire::RecordWriter w((run.dir / "stream.gantrylog").string());
+    w.append(gantry::wire::encode({1, gantry::wire::RunInfo{"gan", "gan", "0.1.0", "gan", "name: gan\n", 1, 1, now - 60, 300}}));
+    w.append(gantry::wire::encode({2, gantry::wire::Scalars{{{1200, now - 1, "g_loss", 1.0}}}}));
+  }
+  RunState state;
+  LogSource source(run.dir.string());
+  EXPECT_EQ(source.run_dir(), run.dir.string());
+  for (int i = 0; i < 50 && state.latest_step() < 1200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<gantry::wire::Message> got;
+    source.drain(got);
+    for (const auto& m : got) state.apply(m);
+  }
+  ASSERT_EQ(state.latest_step(), 1200);
+  check_lost(state, source, now);
+  EXPECT_EQ(state.status(), RunStatus::kLost);
+  EXPECT_EQ(state.lost_text().rfind("lost at step 1200: no end record, the writer's process", 0), 0u);
+  const pid_t child = gantry_named_child();
+  run.note(child, this_host());
+  check_lost(state, source, now + 0.5);
+  EXPECT_EQ(state.status(), RunStatus::kLost) << "checked again within a second";
+  check_lost(state, source, now + 1.5);
+  EXPECT_EQ(state.status(), RunStatus::kRunning) << "a live writer holds it now";
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }

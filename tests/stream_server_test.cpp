@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "io/stream_server.hpp"
+#include "strict_wire_1_0.hpp"
 #include "support.hpp"
 #include "wire/message.hpp"
 #include "wire/record_log.hpp"
@@ -35,14 +36,16 @@ class Client {
     ws_.handshake("127.0.0.1", "/");
     ws_.binary(true);
   }
-  void hello(const std::string& token, uint64_t last_seq) {
-    const std::string f = wire::encode({0, wire::Hello{wire::kProtocolVersion, token, last_seq}});
+  // `minor`: the layout of the Hello (0: the first text's, which has no minor).
+  void hello(const std::string& token, uint64_t last_seq, uint32_t minor = wire::kProtocolMinor) {
+    const std::string f = wire::encode({0, wire::Hello{wire::kProtocolVersion, token, last_seq, minor}}, minor);
     ws_.write(asio::buffer(f));
   }
-  wire::Message next() {
+  wire::Message next() { return wire::decode(next_frame()); }
+  std::string next_frame() {
     beast::flat_buffer b;
     ws_.read(b);
-    return wire::decode(beast::buffers_to_string(b.data()));
+    return beast::buffers_to_string(b.data());
   }
   websocket::stream<asio::ip::tcp::socket>& ws() { return ws_; }
 
@@ -237,4 +240,67 @@ TEST(StreamServer, AHandshakeFloodFromOneSourceIsRefusedBeyondTheRate) {
   again.hello("tok", 0);
   EXPECT_TRUE(std::holds_alternative<wire::Welcome>(again.next().payload));
   EXPECT_EQ(again.next().seq, 1u);
+}
+
+// Issue 44.5: a client written to the first protocol text (a Hello without a
+// minor, a strict reader that refuses left-over bytes) decodes a live run's
+// whole stream, RankStatus included; a current client gets the current
+// layout and the minor in Welcome; the run log's RunInfo names its writer's minor.
+TEST(StreamServer, EachClientGetsTheLayoutOfTheMinorItsHelloNames) {
+  TempDir dir;
+  const pid_t pid = gantry::test::spawn_gantry(
+      "train '" + gantry::test::source_path("configs/gan_fashion_mnist.yaml") +
+          "' trainer.max_steps=200 trainer.log_every_n_steps=10 trainer.image_every_n_steps=100 "
+          "trainer.threads=1 monitor.token=t0ken",
+      dir.path(), dir / "log");
+  const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
+  int port = 0;
+  for (int i = 0; i < 600 && port == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::smatch m;
+    const std::string line = gantry::test::read_text((run / "monitor.txt").string());
+    if (std::regex_search(line, m, std::regex(":([0-9]+) --token t0ken"))) port = std::stoi(m[1]);
+  }
+  ASSERT_GT(port, 0) << gantry::test::read_text(dir / "log");
+  Client old(port), now(port);
+  old.hello("t0ken", 0, 0);
+  now.hello("t0ken", 0);
+  // The 1.0 client: every frame decodes whole with the strict reader.
+  const auto welcome = gantry::test::strict_1_0::decode(old.next_frame());
+  EXPECT_EQ(welcome.type, 2);
+  EXPECT_EQ(welcome.next_seq, 1u);
+  int statuses = 0, frames = 0;
+  std::string last_kind;
+  for (;;) {
+    const std::string f = old.next_frame();
+    ASSERT_NO_THROW(gantry::test::strict_1_0::decode(f)) << "frame " << frames;
+    ++frames;
+    statuses += gantry::test::strict_1_0::decode(f).type == 6;
+    const wire::Message m = wire::decode(f);
+    if (const auto* e = std::get_if<wire::Event>(&m.payload)) last_kind = e->kind;
+    if (last_kind == "finished") break;
+  }
+  EXPECT_GT(statuses, 0);
+  // The current client: the minor in Welcome and RunInfo, the status's parts.
+  const wire::Message w = now.next();
+  ASSERT_TRUE(std::holds_alternative<wire::Welcome>(w.payload));
+  EXPECT_EQ(std::get<wire::Welcome>(w.payload).minor, wire::kProtocolMinor);
+  int parts = 0;
+  for (last_kind.clear(); last_kind != "finished";) {
+    const wire::Message m = now.next();
+    if (const auto* i = std::get_if<wire::RunInfo>(&m.payload)) EXPECT_EQ(i->protocol_minor, wire::kProtocolMinor);
+    if (const auto* r = std::get_if<wire::RankStatus>(&m.payload)) parts += r->step_ms > 0;
+    if (const auto* e = std::get_if<wire::Event>(&m.payload)) last_kind = e->kind;
+  }
+  EXPECT_EQ(parts, statuses) << "the same statuses, with their parts";
+  const auto frames_on_disk = wire::replay((run / "stream.gantrylog").string()).frames;
+  ASSERT_FALSE(frames_on_disk.empty());
+  EXPECT_EQ(std::get<wire::RunInfo>(wire::decode(frames_on_disk.front()).payload).protocol_minor,
+            wire::kProtocolMinor);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << gantry::test::read_text(dir / "log");
+  const std::string log = gantry::test::read_text(dir / "log");
+  EXPECT_NE(log.find("(protocol 1.0) connected from seq 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("(protocol 1." + std::to_string(wire::kProtocolMinor) + ") connected"), std::string::npos);
 }

@@ -5,7 +5,10 @@
 # value (float32), every grid of images/ is there byte for byte; the run's
 # config is there as the HParams plugin's session start (and end), and every
 # parameter's and gradient's histogram every 40 steps, the weights' the same
-# values as the checkpoint's.
+# values as the checkpoint's. The event files sit beside the run directories,
+# in <experiment>/tensorboard/<run> (issue 44.4): with two runs of the
+# experiment and its `latest` link, TensorBoard's own walk of `runs/` finds
+# each run once.
 #   tensorboard_reader_test.sh GANTRY CONFIG PYTHON WORK_DIR
 set -euo pipefail
 gantry=$1 config=$2 python=$3 work=$4
@@ -17,8 +20,10 @@ import csv, glob, os, struct, sys
 from tensorboard.backend.event_processing import event_accumulator
 
 run = sys.argv[1]
+tb = os.path.join(os.path.dirname(run), "tensorboard", os.path.basename(os.path.realpath(run)))
+assert not [f for f in os.listdir(run) if "tfevents" in f], os.listdir(run)
 acc = event_accumulator.EventAccumulator(
-    run, size_guidance={event_accumulator.SCALARS: 0, event_accumulator.IMAGES: 0, event_accumulator.HISTOGRAMS: 0})
+    tb, size_guidance={event_accumulator.SCALARS: 0, event_accumulator.IMAGES: 0, event_accumulator.HISTOGRAMS: 0})
 acc.Reload()
 tags = acc.Tags()
 rows = list(csv.DictReader(open(os.path.join(run, "metrics.csv"))))
@@ -79,4 +84,18 @@ for k in params:
     assert abs(h.sum - t.sum().item()) <= 1e-9 * max(1.0, t.abs().sum().item()), (k, h.sum, t.sum().item())
 print(f"histograms: {len(params)} parameters and their gradients at steps 40, 80, 120; weights match the checkpoint")
 PY
-echo "PASS: TensorBoard's reader reads every scalar, image, the HParams and the histograms"
+# A second run of the experiment; `latest` now names it. Each run once.
+sleep 1  # run directories are named by the second
+"$gantry" train "$config" trainer.max_steps=20 trainer.log_every_n_steps=10 trainer.progress=none >/dev/null
+"$python" - runs <<'PY'
+import os, sys
+from tensorboard.backend.event_processing import plugin_event_multiplexer
+mux = plugin_event_multiplexer.EventMultiplexer()
+mux.AddRunsFromDirectory(sys.argv[1])
+runs = sorted(mux.Runs())
+assert len(runs) == 2 and not any("latest" in r for r in runs), runs
+stamps = sorted(d for d in os.listdir("runs/gan_fashion_mnist") if d[0].isdigit())
+assert runs == [f"gan_fashion_mnist/tensorboard/{s}" for s in stamps], (runs, stamps)
+print(f"tensorboard --logdir runs: {len(runs)} runs for 2 runs and a latest link: {runs}")
+PY
+echo "PASS: TensorBoard's reader reads every scalar, image, the HParams and the histograms; each run once"

@@ -4,6 +4,7 @@
 
 #include "io/png.hpp"
 #include "io/run_stream.hpp"
+#include "strict_wire_1_0.hpp"
 #include "support.hpp"
 #include "io/tfevents.hpp"
 #include "wire/crc.hpp"
@@ -12,6 +13,7 @@
 
 using namespace gantry;
 using gantry::test::TempDir;
+namespace strict_1_0 = gantry::test::strict_1_0;
 
 namespace {
 
@@ -75,15 +77,59 @@ TEST(Wire, EveryMessageRoundTripsExactly) {
 }
 
 TEST(Wire, AnAppendedFieldIsOptional) {
-  // A RunInfo from before total_steps existed: the payload ends 8 bytes earlier.
-  std::string frame = wire::encode(every_message()[2]);
-  EXPECT_EQ(std::get<wire::RunInfo>(wire::decode(frame).payload).total_steps, 2814);
-  frame.resize(frame.size() - 8);
-  const uint32_t n = static_cast<uint32_t>(frame.size() - 16);
-  std::memcpy(&frame[12], &n, 4);
-  const auto old = std::get<wire::RunInfo>(wire::decode(frame).payload);
+  // A RunInfo from before total_steps existed (1.0) and from before protocol_minor (1.1).
+  const wire::Message m = every_message()[2];
+  const auto now = std::get<wire::RunInfo>(wire::decode(wire::encode(m)).payload);
+  EXPECT_EQ(now.total_steps, 2814);
+  EXPECT_EQ(now.protocol_minor, wire::kProtocolMinor);
+  const auto old = std::get<wire::RunInfo>(wire::decode(wire::encode(m, 0)).payload);
   EXPECT_EQ(old.total_steps, -1);
+  EXPECT_EQ(old.protocol_minor, 0u) << "a writer before 1.5 does not say";
   EXPECT_EQ(old.start_time, 1.7e9);
+  const auto one = std::get<wire::RunInfo>(wire::decode(wire::encode(m, 1)).payload);
+  EXPECT_EQ(one.total_steps, 2814);
+  EXPECT_EQ(one.protocol_minor, 0u);
+  EXPECT_EQ(wire::encode(m, 0).size() + 8 + 4, wire::encode(m).size());
+}
+
+// docs/protocol.md#minors: each minor's layout is what that minor's text
+// says, and a reader written to the first text (strict_wire_1_0.hpp: bytes
+// left over are an error) decodes every message encoded for 1.0 whole, and
+// refuses the current RankStatus: the layouts differ, so the server must
+// encode per client.
+TEST(Wire, EachMinorsLayoutAndAStrict10Reader) {
+  const auto all = every_message();
+  for (const auto& m : all) {
+    const std::string frame = wire::encode(m, 0);
+    EXPECT_NO_THROW(strict_1_0::decode(frame)) << wire::type_name(m.payload);
+    EXPECT_EQ(wire::for_minor(wire::encode(m), 0), frame) << wire::type_name(m.payload);
+    EXPECT_EQ(wire::for_minor(wire::encode(m), wire::kProtocolMinor), wire::encode(m));
+  }
+  const strict_1_0::Frame status = strict_1_0::decode(wire::encode(all[5], 0));
+  EXPECT_EQ(status.type, 6);
+  EXPECT_EQ(status.host, "node2");
+  EXPECT_EQ(status.step, 500);
+  try {
+    strict_1_0::decode(wire::encode(all[5]));
+    ADD_FAILURE() << "the strict 1.0 reader took a 1.5 RankStatus";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "1.0: 97 bytes left over after RankStatus");
+  }
+  // RankStatus by minor: 6 fields; + parts and straggler (1.2); + last_pct (1.3); + link_ms (1.4).
+  const size_t base = wire::encode(all[5], 0).size();
+  EXPECT_EQ(wire::encode(all[5], 1).size(), base);
+  EXPECT_EQ(wire::encode(all[5], 2).size(), base + 81);
+  EXPECT_EQ(wire::encode(all[5], 3).size(), base + 89);
+  EXPECT_EQ(wire::encode(all[5], 4).size(), base + 97);
+  EXPECT_EQ(wire::encode(all[5], 5).size(), base + 97);
+  const auto at2 = std::get<wire::RankStatus>(wire::decode(wire::encode(all[5], 2)).payload);
+  EXPECT_EQ(at2.comm_ms, 6.5);
+  EXPECT_EQ(at2.last_pct, -1);
+  // Hello and Welcome say their minor from 1.5; absent, it is 1.0.
+  EXPECT_EQ(std::get<wire::Hello>(wire::decode(wire::encode(all[0])).payload).minor, wire::kProtocolMinor);
+  EXPECT_EQ(std::get<wire::Hello>(wire::decode(wire::encode(all[0], 4)).payload).minor, 0u);
+  EXPECT_EQ(std::get<wire::Welcome>(wire::decode(wire::encode(all[1], 0)).payload).minor, 0u);
+  EXPECT_EQ(wire::encode(all[1], 0).size() + 4 + 4, wire::encode(all[1]).size()) << "minor, an empty run_dir";
 }
 
 TEST(Wire, ARankStatusWithoutItsStepPartsDecodesThemAsUnknown) {
@@ -337,9 +383,14 @@ TEST(Wire, RealRunWritesAReplayableStreamAndTensorBoardFiles) {
   EXPECT_EQ(std::get<wire::Event>(msgs.back().payload).kind, "finished");
 
   // TensorBoard: valid TFRecord framing and CRCs; version record, the HParams
-  // session's start and end, 20 scalars, 3 images.
-  std::string tb;
+  // session's start and end, 20 scalars, 3 images. The event file is beside
+  // the run directory, in <experiment>/tensorboard/<run> (issue 44.4), and
+  // none is in the run directory (TensorBoard would list it twice, through latest).
   for (const auto& e : std::filesystem::directory_iterator(run))
+    EXPECT_EQ(e.path().filename().string().find("tfevents"), std::string::npos) << e.path();
+  const auto tb_dir = dir.path() / "runs/gan_fashion_mnist/tensorboard" / std::filesystem::canonical(run).filename();
+  std::string tb;
+  for (const auto& e : std::filesystem::directory_iterator(tb_dir))
     if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) tb = e.path();
   ASSERT_FALSE(tb.empty());
   const auto records = read_tfrecords(tb);

@@ -70,17 +70,22 @@ class Reader {
   size_t n_, pos_ = 0;
 };
 
-void put(Writer& w, const Hello& m) {
+// Each message's fields in order; `minor` leaves out what a later minor appended.
+void put(Writer& w, const Hello& m, uint32_t minor) {
   w.u32(m.protocol_version);
   w.str(m.token);
   w.u64(m.last_seq);
+  if (minor >= 5) w.u32(m.minor);
 }
-void put(Writer& w, const Welcome& m) {
+void put(Writer& w, const Welcome& m, uint32_t minor) {
   w.u32(m.protocol_version);
   w.str(m.run_name);
   w.u64(m.next_seq);
+  if (minor < 5) return;
+  w.u32(m.minor);
+  w.str(m.run_dir);
 }
-void put(Writer& w, const RunInfo& m) {
+void put(Writer& w, const RunInfo& m, uint32_t minor) {
   w.str(m.name);
   w.str(m.plugin);
   w.str(m.plugin_version);
@@ -89,9 +94,10 @@ void put(Writer& w, const RunInfo& m) {
   w.u32(m.world_size);
   w.u32(m.num_nodes);
   w.f64(m.start_time);
-  w.i64(m.total_steps);
+  if (minor >= 1) w.i64(m.total_steps);
+  if (minor >= 5) w.u32(m.protocol_minor);
 }
-void put(Writer& w, const Scalars& m) {
+void put(Writer& w, const Scalars& m, uint32_t) {
   if (m.points.size() > kMaxPoints) throw WireError("too many scalars in one batch");
   w.u32(static_cast<uint32_t>(m.points.size()));
   for (const auto& s : m.points) {
@@ -101,7 +107,7 @@ void put(Writer& w, const Scalars& m) {
     w.f64(s.value);
   }
 }
-void put(Writer& w, const Image& m) {
+void put(Writer& w, const Image& m, uint32_t) {
   w.str(m.tag);
   w.i64(m.step);
   w.f64(m.wall_time);
@@ -109,21 +115,22 @@ void put(Writer& w, const Image& m) {
   w.u32(m.height);
   w.str(m.png);
 }
-void put(Writer& w, const RankStatus& m) {
+void put(Writer& w, const RankStatus& m, uint32_t minor) {
   w.u32(m.rank);
   w.str(m.host);
   w.i64(m.step);
   w.f64(m.samples_per_s);
   w.f64(m.rss_mib);
   w.f64(m.wall_time);
+  if (minor < 2) return;
   for (double v : {m.step_ms, m.data_ms, m.compute_ms, m.comm_ms, m.optimizer_ms, m.other_ms, m.cpu_pct, m.gpu_util_pct,
                    m.gpu_mem_mib, m.gpu_power_w})
     w.f64(v);
   w.u8(m.straggler ? 1 : 0);
-  w.f64(m.last_pct);
-  w.f64(m.link_ms);
+  if (minor >= 3) w.f64(m.last_pct);
+  if (minor >= 4) w.f64(m.link_ms);
 }
-void put(Writer& w, const Event& m) {
+void put(Writer& w, const Event& m, uint32_t) {
   w.str(m.kind);
   w.i64(m.step);
   w.f64(m.wall_time);
@@ -137,11 +144,18 @@ void get(Reader& r, Hello& m) {
   m.protocol_version = r.u32("Hello.protocol_version");
   m.token = r.str("Hello.token");
   m.last_seq = r.u64("Hello.last_seq");
+  m.minor = r.at_end() ? 0 : r.u32("Hello.minor");
 }
 void get(Reader& r, Welcome& m) {
   m.protocol_version = r.u32("Welcome.protocol_version");
   m.run_name = r.str("Welcome.run_name");
   m.next_seq = r.u64("Welcome.next_seq");
+  if (r.at_end()) {
+    m.minor = 0;
+    return;
+  }
+  m.minor = r.u32("Welcome.minor");
+  m.run_dir = r.str("Welcome.run_dir");
 }
 void get(Reader& r, RunInfo& m) {
   m.name = r.str("RunInfo.name");
@@ -153,6 +167,7 @@ void get(Reader& r, RunInfo& m) {
   m.num_nodes = r.u32("RunInfo.num_nodes");
   m.start_time = r.f64("RunInfo.start_time");
   if (!r.at_end()) m.total_steps = r.i64("RunInfo.total_steps");  // appended
+  m.protocol_minor = r.at_end() ? 0 : r.u32("RunInfo.protocol_minor");
 }
 void get(Reader& r, Scalars& m) {
   const uint32_t n = r.u32("Scalars.count");
@@ -227,9 +242,9 @@ const char* type_name(const Payload& p) {
   return kNames[p.index()];
 }
 
-std::string encode(const Message& m) {
+std::string encode(const Message& m, uint32_t minor) {
   Writer body;
-  std::visit([&](const auto& x) { put(body, x); }, m.payload);
+  std::visit([&](const auto& x) { put(body, x, minor); }, m.payload);
   const std::string payload = body.take();
   if (payload.size() + kHeader > kMaxFrame)
     throw WireError("frame of " + std::to_string(payload.size()) + " bytes is too large");
@@ -261,6 +276,10 @@ Message decode(const void* data, size_t size) {
   Reader body(static_cast<const uint8_t*>(data) + kHeader, len);
   m.payload = get_payload(type, body);
   return m;
+}
+
+std::string for_minor(const std::string& frame, uint32_t minor) {
+  return minor >= kProtocolMinor ? frame : encode(decode(frame), minor);
 }
 
 }  // namespace gantry::wire

@@ -12,6 +12,15 @@ namespace gantry::wire {
 
 /// Protocol version in every frame header; a peer refuses another major.
 constexpr uint8_t kProtocolVersion = 1;
+/// The newest minor of protocol 1 this side speaks (docs/protocol.md#minors):
+/// each minor only appended fields. 0: the first text (1.0); 1: RunInfo's
+/// total_steps; 2: RankStatus's parts and straggler; 3: its last_pct; 4: its
+/// link_ms; 5: Hello's and Welcome's minor, Welcome's run_dir, RunInfo's
+/// protocol_minor. A
+/// server encodes each client's messages in the layout of the minor its
+/// Hello names (none: 1.0), so a reader written to an older text never meets
+/// a byte it does not know.
+constexpr uint32_t kProtocolMinor = 5;
 /// Upper bound of one encoded frame (a PNG grid is ~50 KiB; 64 MiB is generous).
 constexpr size_t kMaxFrame = 64u << 20;
 
@@ -26,12 +35,20 @@ struct Hello {
   uint32_t protocol_version = kProtocolVersion;
   std::string token;      ///< the run's token (printed by the runner)
   uint64_t last_seq = 0;  ///< the last seq it has (0: none): the server sends from last_seq + 1
+  uint32_t minor = kProtocolMinor;  ///< appended (1.5): the minor the client reads; absent: 0 (1.0)
 };
 /// Server -> client, reply to a good Hello.
 struct Welcome {
   uint32_t protocol_version = kProtocolVersion;
   std::string run_name;
   uint64_t next_seq = 1;  ///< the seq of the next message the server will send
+  /// Appended (1.5): the minor of the layout every message to this client is
+  /// in: the lower of the Hello's and the server's. Absent (a 1.0 client): 0.
+  uint32_t minor = kProtocolMinor;
+  /// Appended (1.5): the run directory, absolute, on the writer's host: a
+  /// client that can read it follows the run when a resumed process serves
+  /// it on a new port (its monitor.txt). Absent: "".
+  std::string run_dir;
 };
 /// What the run is.
 struct RunInfo {
@@ -43,7 +60,10 @@ struct RunInfo {
   uint32_t world_size = 1;
   uint32_t num_nodes = 1;
   double start_time = 0;     ///< Unix seconds
-  int64_t total_steps = -1;  ///< steps the run will take when known (-1: unknown); appended, optional
+  int64_t total_steps = -1;  ///< steps the run will take when known (-1: unknown); appended (1.1)
+  /// Appended (1.5): the minor of the writer that wrote the run log's
+  /// records; absent (a writer before 1.5): 0.
+  uint32_t protocol_minor = kProtocolMinor;
 };
 /// One scalar of one step.
 struct Scalar {
@@ -121,8 +141,11 @@ struct Message {
   Payload payload;
 };
 
-/// Encodes one frame: "GW", version, type, seq, payload length, payload.
-std::string encode(const Message& m);
+/// Encodes one frame: "GW", version, type, seq, payload length, payload, in
+/// the layout of `minor` (fields a later minor appended are left out).
+std::string encode(const Message& m, uint32_t minor = kProtocolMinor);
+/// The frame re-encoded for a reader of `minor` (itself when minor is this side's).
+std::string for_minor(const std::string& frame, uint32_t minor);
 /// Decodes exactly one frame from `size` bytes; throws WireError on anything
 /// malformed (never reads past `size`, never allocates more than kMaxFrame).
 Message decode(const void* data, size_t size);

@@ -23,12 +23,15 @@ const char* to_string(RunStatus s) {
       return "failed";
     case RunStatus::kPaused:
       return "paused";
+    case RunStatus::kLost:
+      return "lost";
   }
   return "?";
 }
 
 bool has_ended(RunStatus s) {
-  return s == RunStatus::kFinished || s == RunStatus::kFailed || s == RunStatus::kStopped || s == RunStatus::kPaused;
+  return s == RunStatus::kFinished || s == RunStatus::kFailed || s == RunStatus::kStopped || s == RunStatus::kPaused ||
+         s == RunStatus::kLost;
 }
 
 std::string duration_text(double s) {
@@ -53,6 +56,7 @@ bool RunState::apply(const wire::Message& m) {
     if (m.seq != last_seq_ + 1) ++gaps_;
     last_seq_ = m.seq;
   }
+  if (m.seq != 0 || std::holds_alternative<wire::Welcome>(m.payload)) lost_.clear();  // the writer is back
   std::visit([this](const auto& p) { on(p); }, m.payload);
   ++version_;
   return true;
@@ -113,6 +117,22 @@ void RunState::on(const wire::Event& m) {
   if (m.kind == "requeued") status_ = RunStatus::kRequeued;
   if (m.kind == "paused") status_ = RunStatus::kPaused;
   if (m.kind == "failed") status_ = RunStatus::kFailed;
+}
+
+void RunState::mark_lost(std::string why) {
+  if (status_ != RunStatus::kRunning || why.empty()) return;
+  if (lost_ != why) ++version_;
+  lost_ = std::move(why);
+}
+
+void RunState::clear_lost() {
+  if (lost_.empty()) return;
+  lost_.clear();
+  ++version_;
+}
+
+std::string RunState::lost_text() const {
+  return lost_.empty() ? "" : "lost at step " + std::to_string(latest_step_) + ": " + lost_;
 }
 
 double RunState::seconds_per_step() const {

@@ -14,11 +14,12 @@
 
 namespace gantry::client {
 
-enum class RunStatus { kWaiting, kRunning, kFinished, kStopped, kRequeued, kFailed, kPaused };
+enum class RunStatus { kWaiting, kRunning, kFinished, kStopped, kRequeued, kFailed, kPaused, kLost };
 const char* to_string(RunStatus s);
 /// Nothing more will come unless someone resumes it: finished, failed,
-/// stopped, or paused (trainer.pause_at_step: a search's trial at a rung).
-/// A requeued run comes back by itself.
+/// stopped, paused (trainer.pause_at_step: a search's trial at a rung), or
+/// lost (its writer is gone without an end record: killed, host down). A
+/// requeued run comes back by itself.
 bool has_ended(RunStatus s);
 
 /// "1 h 02 min", "3 min 05 s", "12 s"; "-" when negative (unknown).
@@ -45,7 +46,18 @@ class RunState {
   const std::vector<wire::Image>& images() const { return images_; }
   const std::map<uint32_t, wire::RankStatus>& ranks() const { return ranks_; }
   const std::vector<wire::Event>& events() const { return events_; }
-  RunStatus status() const { return status_; }
+  /// What the messages say, unless the run was judged lost since
+  /// (client::check_lost, from facts outside the stream): then kLost.
+  RunStatus status() const { return lost_.empty() ? status_ : RunStatus::kLost; }
+  /// A run that was running is lost: `why` ("no end record, the writer's
+  /// process (gantry pid 41 on node3) is gone"). A run that ended is never
+  /// lost. A later message (a resumed or reconnected writer) clears it.
+  void mark_lost(std::string why);
+  void clear_lost();
+  /// "lost at step 1200: no end record, ..." while lost, else "".
+  std::string lost_text() const;
+  /// The last check_lost time (Unix s): it reads the run directory at most once a second.
+  double& lost_checked_at() { return lost_checked_at_; }
   /// The newest step and wall time seen in any message.
   int64_t latest_step() const { return latest_step_; }
   double latest_wall_time() const { return latest_wall_; }
@@ -86,6 +98,8 @@ class RunState {
   std::vector<wire::Event> events_, alerts_;
   size_t alerts_cleared_ = 0;  // alerts before a later `resumed`
   RunStatus status_ = RunStatus::kWaiting;
+  std::string lost_;  // why the run is lost; empty: not lost
+  double lost_checked_at_ = 0;
   int64_t latest_step_ = 0;
   double latest_wall_ = 0;
   // (step, wall time) of recent scalar rows, for the rate and the ETA

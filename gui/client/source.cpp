@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -54,6 +55,8 @@ void Source::deliver(wire::Message m) {
 
 void Source::set_status(SourceStatus::State state, std::string text) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (state != status_.state || status_.since == 0)
+    status_.since = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   status_.state = state;
   status_.text = std::move(text);
 }

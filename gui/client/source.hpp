@@ -26,6 +26,7 @@ struct SourceStatus {
   std::string text;       ///< one line for a status bar
   int attempts = 0;       ///< connection attempts so far
   uint64_t received = 0;  ///< messages received, duplicates included
+  double since = 0;       ///< when `state` last changed (Unix s)
 };
 const char* to_string(SourceStatus::State s);
 
@@ -35,6 +36,8 @@ class Source {
   /// Moves every message received since the last call into `out` (appended, in order).
   void drain(std::vector<wire::Message>& out);
   SourceStatus status() const;
+  /// The run directory it reads (LogSource), or "" (a live stream's is not known).
+  virtual std::string run_dir() const { return ""; }
 
  protected:
   void deliver(wire::Message m);

@@ -7,6 +7,8 @@
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -18,12 +20,29 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
+namespace fs = std::filesystem;
 
 namespace {
 
 bool is_final_event(const wire::Message& m) {
   const auto* e = std::get_if<wire::Event>(&m.payload);
   return e && (e->kind == "finished" || e->kind == "failed" || e->kind == "stopped");
+}
+
+// A run directory's monitor.txt (the runner's printed line) and when it was written.
+struct Printed {
+  std::string text;
+  fs::file_time_type written{};
+  bool operator==(const Printed& o) const { return text == o.text && written == o.written; }
+};
+Printed printed_line(const std::string& run_dir) {
+  const fs::path path = fs::path(run_dir) / "monitor.txt";
+  Printed p;
+  std::error_code ec;
+  p.written = fs::last_write_time(path, ec);
+  std::ifstream in(path);
+  std::getline(in, p.text);
+  return p;
 }
 
 std::string seconds_text(double s) {
@@ -48,6 +67,12 @@ struct StreamClient::Impl : std::enable_shared_from_this<StreamClient::Impl> {
   bool ended = false;     // the run's final event arrived: a close is the end
   bool stopping = false;  // I/O thread only
   double backoff = 0.25;
+  // Following the run (issue 44.2): its directory, when the Welcome named one
+  // this host can read, and the monitor.txt its server wrote. A resumed
+  // process serves the run on a new port and rewrites monitor.txt.
+  std::string run_dir;
+  Printed printed;
+  asio::steady_timer watch{ioc};
   uint64_t generation = 0;  // callbacks of a connection that failed are ignored
 
   Impl(StreamClient* o, std::string h, uint16_t p, std::string t, uint64_t seq)
@@ -117,6 +142,9 @@ struct StreamClient::Impl : std::enable_shared_from_this<StreamClient::Impl> {
       self->buffer.consume(self->buffer.size());
       if (const auto* w = std::get_if<wire::Welcome>(&m.payload)) {
         self->backoff = 0.25;
+        std::error_code ec;
+        self->run_dir = fs::exists(fs::path(w->run_dir) / "monitor.txt", ec) ? w->run_dir : "";
+        if (!self->run_dir.empty()) self->printed = printed_line(self->run_dir);
         self->owner->set_status(SourceStatus::State::kConnected,
                                 "connected to " + self->where() + " (run " + w->run_name + ")");
       }
@@ -133,14 +161,51 @@ struct StreamClient::Impl : std::enable_shared_from_this<StreamClient::Impl> {
     beast::error_code ignored;
     beast::get_lowest_layer(*ws).socket().close(ignored);
     if (ended) {
-      owner->set_status(SourceStatus::State::kEnded, "the run ended; " + where() + " closed");
-      return;
+      if (run_dir.empty()) {
+        owner->set_status(SourceStatus::State::kEnded, "the run ended; " + where() + " closed");
+        return;
+      }
+      owner->set_status(SourceStatus::State::kEnded, "the run ended; " + where() + " closed; watching " + run_dir +
+                                                         "/monitor.txt for a resume");
+      return watch_for_resume();
     }
     owner->set_status(SourceStatus::State::kReconnecting, why + "; retrying in " + seconds_text(backoff));
     retry.expires_after(std::chrono::milliseconds(static_cast<int>(backoff * 1000)));
     backoff = std::min(backoff * 2, 5.0);
     retry.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (!ec) self->connect();
+      if (ec) return;
+      if (!self->resumed_elsewhere()) self->connect();
+    });
+  }
+
+  // Whether the run's monitor.txt now names another server (a resumed or
+  // requeued process): if so, connects to it, from the last seq.
+  bool resumed_elsewhere() {
+    if (run_dir.empty() || stopping) return false;
+    const Printed now = printed_line(run_dir);
+    if (now.text.empty() || now == printed) return false;
+    Target t;
+    try {
+      t = parse_target(now.text);
+    } catch (const std::invalid_argument&) {
+      return false;  // half-written or foreign: look again later
+    }
+    if (t.is_dir) return false;
+    printed = now;
+    host = t.host;
+    port = t.port;
+    token = t.token;
+    ended = false;
+    backoff = 0.25;
+    owner->set_status(SourceStatus::State::kConnecting, "the run was resumed: connecting to " + where());
+    connect();
+    return true;
+  }
+
+  void watch_for_resume() {
+    watch.expires_after(std::chrono::seconds(1));
+    watch.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (!ec && !self->stopping && !self->resumed_elsewhere()) self->watch_for_resume();
     });
   }
 };
@@ -157,6 +222,7 @@ StreamClient::~StreamClient() {
     impl->stopping = true;
     ++impl->generation;
     impl->retry.cancel();
+    impl->watch.cancel();
     beast::error_code ignored;
     if (impl->ws) beast::get_lowest_layer(*impl->ws).socket().close(ignored);
     impl->ioc.stop();
@@ -180,7 +246,8 @@ struct LogSource::Impl {
   explicit Impl(std::string path) : follower(std::move(path)) {}
 };
 
-LogSource::LogSource(std::string dir, uint64_t last_seq) : impl_(std::make_unique<Impl>(dir + "/stream.gantrylog")) {
+LogSource::LogSource(std::string dir, uint64_t last_seq)
+    : dir_(std::move(dir)), impl_(std::make_unique<Impl>(dir_ + "/stream.gantrylog")) {
   set_status(SourceStatus::State::kFollowing, "reading " + impl_->follower.path());
   impl_->thread = std::thread([this, last_seq] {
     bool ended = false;

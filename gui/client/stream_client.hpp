@@ -37,8 +37,10 @@ class LogSource : public Source {
   ~LogSource() override;
   LogSource(const LogSource&) = delete;
   LogSource& operator=(const LogSource&) = delete;
+  std::string run_dir() const override { return dir_; }
 
  private:
+  std::string dir_;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -14,6 +14,7 @@
 #include <QVBoxLayout>
 
 #include "connect_dialog.hpp"
+#include "liveness.hpp"
 
 namespace gantry::monitor {
 
@@ -71,7 +72,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(runs_view_, &RunsView::selected, this, [this](int run) {
     if (run < 0 || static_cast<size_t>(run) >= runs_.size() || static_cast<size_t>(run) == selected_) return;
     selected_ = static_cast<size_t>(run);
-    alerts_shown_ = 0;
     banner_->hide();
     images_->forget();
     events_->forget();
@@ -141,7 +141,6 @@ void MainWindow::watch(std::vector<MonitoredRun> runs, const QString& title) {
   runs_.clear();  // joins the sources' threads
   runs_ = std::move(runs);
   selected_ = 0;
-  alerts_shown_ = 0;
   banner_->hide();
   images_->forget();
   events_->forget();
@@ -173,6 +172,28 @@ void MainWindow::show_connect_dialog() {
   if (d.exec() == QDialog::Accepted) open(d.target(), d.text());
 }
 
+// The newest alert (NaN, failure) in red; else a lost run, in amber: its
+// writer is gone without an end record (client::check_lost).
+void MainWindow::show_banner(const client::RunState& state) {
+  QString text;
+  const wire::Event* e = state.current_alert();
+  if (e)
+    text = e->kind == "nan"
+               ? QString("NaN or Inf in %1 at step %2").arg(QString::fromStdString(e->text)).arg(e->step)
+               : QString("Run failed at step %1: %2").arg(e->step).arg(QString::fromStdString(e->text));
+  else if (state.status() == client::RunStatus::kLost)
+    text = "Run " + QString::fromStdString(state.lost_text());
+  if (text.isEmpty()) {
+    if (!banner_->isHidden()) banner_->hide();
+    return;
+  }
+  if (banner_->text() == text && !banner_->isHidden()) return;
+  banner_->setStyleSheet(QString("background: %1; color: white; padding: 6px; font-weight: bold;")
+                             .arg(e ? "#c62828" : "#b26a00"));
+  banner_->setText(text);
+  banner_->show();
+}
+
 void MainWindow::tick() {
   if (runs_.empty()) return;
   // A search watched while it runs: the trials it starts join the runs.
@@ -196,6 +217,7 @@ void MainWindow::tick() {
     inbox_.clear();
     r.source->drain(inbox_);
     for (const auto& m : inbox_) r.state.apply(m);
+    client::check_lost(r.state, *r.source, QDateTime::currentMSecsSinceEpoch() / 1000.0);
     version += r.state.version();
     chart_runs.push_back({r.name, &r.state.series(), r.visible, r.state.info() ? r.state.info()->start_time : 0});
   }
@@ -210,16 +232,7 @@ void MainWindow::tick() {
                          .arg(state.last_seq())
                          .arg(state.latest_step())
                          .arg(client::to_string(state.status())));
-  if (const wire::Event* e = state.current_alert(); !e) {
-    if (!banner_->isHidden()) banner_->hide();
-    alerts_shown_ = 0;
-  } else if (state.alerts().size() != alerts_shown_) {
-    alerts_shown_ = state.alerts().size();
-    banner_->setText(e->kind == "nan"
-                         ? QString("NaN or Inf in %1 at step %2").arg(QString::fromStdString(e->text)).arg(e->step)
-                         : QString("Run failed at step %1: %2").arg(e->step).arg(QString::fromStdString(e->text)));
-    banner_->show();
-  }
+  show_banner(state);
   if (runs_.size() > 1)
     scalars_->refresh(chart_runs, version);
   else

@@ -61,6 +61,7 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* e) override;
 
  private:
+  void show_banner(const client::RunState& state);
   QStringList recent() const;
 
   void remember(const QString& text);
@@ -84,7 +85,6 @@ class MainWindow : public QMainWindow {
   QLabel* banner_;
   QLabel* connection_;
   QLabel* counters_;
-  size_t alerts_shown_ = 0;
   std::vector<wire::Message> inbox_;
 };
 

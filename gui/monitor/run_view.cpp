@@ -68,7 +68,8 @@ void RunView::refresh(const client::RunState& state) {
       if (n == name && label->text() != text) label->setText(text);
   };
   const auto& info = state.info();
-  set("status", client::to_string(state.status()));
+  set("status", state.status() == client::RunStatus::kLost ? QString::fromStdString(state.lost_text())
+                                                            : QString(client::to_string(state.status())));
   if (!info) return;
   set("name", QString::fromStdString(info->name));
   set("plugin", QString::fromStdString(info->plugin + " " + info->plugin_version));

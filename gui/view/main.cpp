@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "chart.hpp"
+#include "liveness.hpp"
 #include "run_state.hpp"
 #include "source.hpp"
 #include "viewer.hpp"
@@ -182,6 +183,9 @@ int main(int argc, char** argv) {
         inbox.clear();
         r.source->drain(inbox);
         for (const auto& m : inbox) r.state.apply(m);
+        gantry::client::check_lost(
+            r.state, *r.source,
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
       }
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();

@@ -157,6 +157,7 @@ void Viewer::draw_status(const client::RunState& state, const client::SourceStat
   const client::RunStatus st = state.status();
   const ImVec4 status_color = st == client::RunStatus::kFailed    ? ImVec4(1, 0.3f, 0.3f, 1)
                               : st == client::RunStatus::kRunning ? ImVec4(0.4f, 0.9f, 0.4f, 1)
+                              : st == client::RunStatus::kLost    ? ImVec4(1, 0.65f, 0.1f, 1)
                                                                   : ImVec4(0.8f, 0.8f, 0.8f, 1);
   ImGui::TextColored(status_color, "[%s]", client::to_string(st));
   ImGui::SameLine();
@@ -175,6 +176,7 @@ void Viewer::draw_status(const client::RunState& state, const client::SourceStat
                 sps > 0 ? (std::to_string(static_cast<int>(1.0 / sps + 0.5)) + " steps/s").c_str() : "- steps/s",
                 running ? client::duration_text(state.eta_seconds()).c_str() : "-");
   }
+  if (st == client::RunStatus::kLost) ImGui::TextColored(ImVec4(1, 0.65f, 0.1f, 1), "%s", state.lost_text().c_str());
   ImGui::TextDisabled("%s: %s", client::to_string(source.state), source.text.c_str());
   if (const wire::Event* alert = state.current_alert()) {
     const wire::Event& e = *alert;

@@ -40,13 +40,15 @@ struct Run {
   QTemporaryDir dir;
   QProcess proc;
   QString run_dir() const { return dir.path() + "/runs/gan_fashion_mnist/latest"; }
-  void start(int steps, int log_every) {
+  void start(int steps, int log_every, const QStringList& more = {}) {
     proc.setWorkingDirectory(dir.path());
     proc.setProcessChannelMode(QProcess::MergedChannels);
-    proc.start(GANTRY_BIN, {"train", GANTRY_SOURCE_DIR "/configs/gan_fashion_mnist.yaml",
-                            QString("trainer.max_steps=%1").arg(steps),
-                            QString("trainer.log_every_n_steps=%1").arg(log_every), "trainer.image_every_n_steps=100",
-                            "trainer.threads=1", "trainer.progress=none", "monitor.enabled=true"});
+    proc.start(GANTRY_BIN, QStringList{"train", GANTRY_SOURCE_DIR "/configs/gan_fashion_mnist.yaml",
+                                       QString("trainer.max_steps=%1").arg(steps),
+                                       QString("trainer.log_every_n_steps=%1").arg(log_every),
+                                       "trainer.image_every_n_steps=100", "trainer.threads=1", "trainer.progress=none",
+                                       "monitor.enabled=true"} +
+                               more);
     QVERIFY2(proc.waitForStarted(10000), "gantry train did not start");
   }
   // The line the runner printed: "gantry-monitor HOST:PORT --token T".
@@ -109,6 +111,8 @@ class MonitorTest : public QObject {
   void threeRunsOverlaidAndOneToggledOff();
   void openingAnotherRunRedrawsFromScratch();
   void aSearchShowsItsTrialsRungsAndStatusAsItsSummary();
+  void aKilledRunIsLostLiveAndOffline();
+  void aMonitorOpenedFromThePrintedLineFollowsAResume();
 };
 
 void MonitorTest::decimationKeepsEveryColumnsExtremes() {
@@ -848,4 +852,63 @@ void MonitorTest::aSearchShowsItsTrialsRungsAndStatusAsItsSummary() {
   }
   QVERIFY2(done >= 1 && paused >= 1, qPrintable(QString("%1 done, %2 paused").arg(done).arg(paused)));
   w.grab().save(QString(SCREENSHOT_DIR) + "/monitor_search.png");
+}
+
+// Issue 44.1: a real run killed with SIGKILL is shown lost, live (its stream
+// closed without an end record and its server does not answer) and offline
+// (its run directory's writer is gone); the ETA and the elapsed time stop.
+void MonitorTest::aKilledRunIsLostLiveAndOffline() {
+  Run run;
+  run.start(1000000, 10);
+  const QString line = run.monitor_line();
+  QVERIFY(!line.isEmpty());
+  monitor::MainWindow live;
+  live.open(client::parse_target(line.toStdString()), line);
+  QTRY_VERIFY_WITH_TIMEOUT(live.state().latest_step() >= 20, 60000);
+  QCOMPARE(live.state().status(), client::RunStatus::kRunning);
+  QVERIFY(live.run()->field("ETA") != "-");
+  run.proc.kill();
+  QVERIFY(run.proc.waitForFinished(10000));
+  QTRY_COMPARE_WITH_TIMEOUT(live.state().status(), client::RunStatus::kLost, 30000);
+  const QString status = live.run()->field("status");
+  QVERIFY2(status.startsWith("lost at step ") && status.contains(": no end record, the stream closed"),
+           qPrintable(status));
+  QVERIFY2(live.banner_text().startsWith("Run lost at step "), qPrintable(live.banner_text()));
+  QCOMPARE(live.run()->field("ETA"), QString("-"));
+  const QString elapsed = live.run()->field("elapsed");
+  QTest::qWait(2100);
+  live.tick();
+  QCOMPARE(live.run()->field("elapsed"), elapsed);
+  // Opened later from its directory: the writer's process is gone.
+  monitor::MainWindow offline;
+  offline.open(client::parse_target(run.run_dir().toStdString()), run.run_dir());
+  QTRY_COMPARE_WITH_TIMEOUT(offline.state().status(), client::RunStatus::kLost, 10000);
+  QVERIFY2(offline.banner_text().contains(": no end record, the writer's process (gantry pid "),
+           qPrintable(offline.banner_text()));
+  QTRY_COMPARE(offline.state().latest_step(), live.state().latest_step());
+}
+
+// Issue 44.2: gantry-monitor opened from the line a run printed stays with
+// the run: it ends at step 100, is resumed (a new process, a new port and
+// token in monitor.txt) to step 250, and the same window shows step 250.
+void MonitorTest::aMonitorOpenedFromThePrintedLineFollowsAResume() {
+  Run run;
+  run.start(100, 10);
+  const QString line = run.monitor_line();
+  QVERIFY(!line.isEmpty());
+  monitor::MainWindow w;
+  w.open(client::parse_target(line.toStdString()), line);
+  QTRY_COMPARE_WITH_TIMEOUT(w.state().status(), client::RunStatus::kFinished, 120000);
+  QVERIFY(run.finish());
+  QTRY_VERIFY_WITH_TIMEOUT(w.source()->status().text.find("for a resume") != std::string::npos, 10000);
+  QCOMPARE(w.state().latest_step(), int64_t(100));
+  run.start(250, 10, {"trainer.resume=auto"});
+  QTRY_COMPARE_WITH_TIMEOUT(w.state().status(), client::RunStatus::kRunning, 60000);
+  QTRY_COMPARE_WITH_TIMEOUT(w.state().status(), client::RunStatus::kFinished, 120000);
+  QVERIFY(run.finish());
+  w.tick();
+  QCOMPARE(w.state().latest_step(), int64_t(250));
+  QCOMPARE(w.run()->field("step"), QString("250 / 250"));
+  QCOMPARE(w.state().gaps(), uint64_t(0));
+  QCOMPARE(w.state().series().at("g_loss").size(), size_t(25));
 }

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <tuple>
 
 #include "checkpoint/names.hpp"
 #include "gantry/errors.hpp"
@@ -44,9 +46,19 @@ std::vector<Candidate> in_directory(const fs::path& dir, CheckpointUse use) {
   std::vector<ckpt::Found> all;
   for (const fs::path& run : runs_of(dir))
     for (ckpt::Found& f : ckpt::list_files((run / ckpt::kFolder).string())) all.push_back(std::move(f));
-  std::stable_sort(all.begin(), all.end(), [](const ckpt::Found& a, const ckpt::Found& b) {
-    return a.name.step != b.name.step ? a.name.step > b.name.step : a.mtime_ns > b.mtime_ns;
-  });
+  // Newest step first; of one step, the run that wrote it last; of one run's
+  // step_ and best_step_ of a step (the same state), step_ first, whichever
+  // was written last (the run's own chain, as a resume names it).
+  std::map<std::pair<std::string, int64_t>, int64_t> written;  // (run, step) -> its newest file's mtime
+  for (const ckpt::Found& f : all) {
+    int64_t& t = written[{fs::path(f.path).parent_path().string(), f.name.step}];
+    t = std::max(t, f.mtime_ns);
+  }
+  auto key = [&](const ckpt::Found& f) {
+    const std::string run = fs::path(f.path).parent_path().string();
+    return std::make_tuple(f.name.step, written.at({run, f.name.step}), run, f.name.kind == ckpt::FileKind::kStep);
+  };
+  std::stable_sort(all.begin(), all.end(), [&](const ckpt::Found& a, const ckpt::Found& b) { return key(a) > key(b); });
   std::vector<Candidate> out;
   std::error_code ec;
   if (use == CheckpointUse::kInference && !all.empty()) {

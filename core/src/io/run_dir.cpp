@@ -45,6 +45,14 @@ void point_latest(const std::string& experiment_dir, const std::string& run_name
   if (!ec) fs::rename(tmp, experiment / "latest", ec);
 }
 
+std::string tensorboard_dir(const std::string& run_dir) {
+  std::error_code ec;
+  fs::path run = fs::weakly_canonical(fs::absolute(run_dir), ec);
+  if (ec) run = fs::path(run_dir).lexically_normal();
+  if (run.filename().empty()) run = run.parent_path();
+  return (run.parent_path() / "tensorboard" / run.filename()).string();
+}
+
 RunDirLock::RunDirLock(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / ".lock").string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -16,6 +16,12 @@ GANTRY_CORE_EXPORT void point_latest(const std::string& experiment_dir, const st
 /// points `<out_dir>/<name>/latest` at it. Returns its path.
 GANTRY_CORE_EXPORT std::string make_run_dir(const std::string& out_dir, const std::string& name);
 
+/// Where a run's TensorBoard event files go: `<experiment>/tensorboard/<run>`,
+/// beside the run directory rather than in it. TensorBoard's walk follows the
+/// experiment's `latest` link, so event files inside run directories listed
+/// the newest run twice (issue 44.4). Links in `run_dir` are resolved first.
+GANTRY_CORE_EXPORT std::string tensorboard_dir(const std::string& run_dir);
+
 /// An exclusive lock on a run directory (`flock` on `<run_dir>/.lock`, which
 /// holds the owner's pid and host), held while the object lives: two runs
 /// never write one run directory (two `trainer.resume=auto` of one

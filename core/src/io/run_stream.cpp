@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "gantry/errors.hpp"
+#include "io/run_dir.hpp"
 
 namespace gantry {
 
@@ -25,7 +26,11 @@ RunStream::RunStream(const std::string& run_dir) {
   } catch (const std::exception& e) {
     throw Error(e.what());
   }
-  tb_ = std::make_unique<TfEventsWriter>(run_dir);
+  const std::string tb = tensorboard_dir(run_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(tb, ec);
+  if (ec) throw Error("cannot create " + tb + ": " + ec.message());
+  tb_ = std::make_unique<TfEventsWriter>(tb);
 }
 
 RunStream::~RunStream() = default;

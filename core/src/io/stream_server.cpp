@@ -6,6 +6,7 @@
 #include <boost/beast/websocket.hpp>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -21,6 +22,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -50,7 +52,7 @@ struct StreamServer::Impl : std::enable_shared_from_this<StreamServer::Impl> {
   asio::io_context ioc;
   tcp::acceptor acceptor{ioc};
   std::thread thread;
-  std::string token, log_path, run_name;
+  std::string token, log_path, run_name, run_dir;
   uint64_t published = 0;  // io thread only
   std::set<std::shared_ptr<Session>> sessions;
   std::atomic<int> live{0};
@@ -83,6 +85,7 @@ struct Session : std::enable_shared_from_this<Session> {
   size_t queued_bytes = 0;
   bool writing = false, live = false, closed = false, ending = false;
   uint64_t dropped = 0, dropped_reported = 0;
+  uint32_t minor = 0;  // the layout this client reads (its Hello's minor, at most ours)
   std::string peer;
 
   void start() {
@@ -130,7 +133,9 @@ struct Session : std::enable_shared_from_this<Session> {
     // another run, or from before this run resumed) gets what there is: the
     // Welcome says the seq that really comes next.
     const uint64_t from = std::min(hello->last_seq, cut);
-    enqueue(wire::encode({0, wire::Welcome{wire::kProtocolVersion, server->run_name, from + 1}}), false, "");
+    minor = std::min(hello->minor, wire::kProtocolMinor);
+    const wire::Welcome welcome{wire::kProtocolVersion, server->run_name, from + 1, minor, server->run_dir};
+    enqueue(wire::encode({0, welcome}, minor), false, "");
     // Backfill: everything after the client's last seq up to what is published
     // now; live frames (seq > cut) follow, posted on this same thread.
     for (const auto& f : wire::replay(server->log_path).frames) {
@@ -140,11 +145,11 @@ struct Session : std::enable_shared_from_this<Session> {
       } catch (const wire::WireError&) {
         continue;
       }
-      if (seq > from && seq <= cut) enqueue(f, false, "");
+      if (seq > from && seq <= cut) enqueue(wire::for_minor(f, minor), false, "");
     }
     live = true;
     server->live++;
-    log_line("client " + peer + " connected from seq " + std::to_string(from + 1));
+    log_line("client " + peer + " (protocol 1." + std::to_string(minor) + ") connected from seq " + std::to_string(from + 1));
     read_more();
   }
 
@@ -287,6 +292,8 @@ StreamServer::StreamServer(const std::string& host, int port, std::string token,
   impl_->token = std::move(token);
   impl_->log_path = std::move(log_path);
   impl_->run_name = std::move(run_name);
+  std::error_code ec;
+  impl_->run_dir = fs::weakly_canonical(fs::absolute(impl_->log_path).parent_path(), ec).string();
   try {
     const tcp::endpoint ep(asio::ip::make_address(host), static_cast<unsigned short>(port));
     impl_->acceptor.open(ep.protocol());
@@ -325,7 +332,7 @@ void StreamServer::publish(std::string frame, uint64_t seq, bool coalescable, co
   asio::post(impl_->ioc, [impl = impl_, frame = std::move(frame), seq, coalescable, tag]() mutable {
     impl->published = seq;
     for (auto& s : std::set<std::shared_ptr<Session>>(impl->sessions))
-      if (s->live) s->enqueue(frame, coalescable, tag);
+      if (s->live) s->enqueue(wire::for_minor(frame, s->minor), coalescable, tag);
   });
 }
 
