@@ -545,7 +545,8 @@ struct LockedRun {
     static int made = 0;
     dir = fs::temp_directory_path() / ("gantry_lost_" + std::to_string(::getpid()) + "_" + std::to_string(made++));
     fs::create_directories(dir);
-    state.apply({1, gantry::wire::RunInfo{"gan", "gan", "0.1.0", "gan 0.1.0", "name: gan\n", 1, 1, last_wall - 60, 300}});
+    state.apply(
+        {1, gantry::wire::RunInfo{"gan", "gan", "0.1.0", "gan 0.1.0", "name: gan\n", 1, 1, last_wall - 60, 300}});
     state.apply({2, gantry::wire::Scalars{{{1200, last_wall, "g_loss", 1.0}}}});
   }
   ~LockedRun() { fs::remove_all(dir); }
@@ -560,9 +561,7 @@ std::string this_host() {
   return buf;
 }
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // A child process named "gantry" (its comm, as the runner's), until killed.
 pid_t gantry_named_child() {
@@ -650,7 +649,7 @@ TEST(Lost, ALiveStreamClosedWithoutAnEndIsLostAfter15sAndBackWhenItAnswers) {
   EXPECT_EQ(s.status(), RunStatus::kLost);
   const uint64_t v = s.version();
   // The server answers again (a Welcome, seq 0): running.
-  s.apply({0, gantry::wire::Welcome{1, "gan", 3}});
+  s.apply({0, gantry::wire::Welcome{1, "gan", 3, gantry::wire::kProtocolMinor, ""}});
   EXPECT_EQ(s.status(), RunStatus::kRunning);
   EXPECT_GT(s.version(), v);
   s.mark_lost(why);
@@ -680,7 +679,8 @@ TEST(Lost, CheckLostFollowsARunDirectoryAndIsThrottled) {
   run.note(0x3fffffff, this_host());
   {
     gantry::wire::RecordWriter w((run.dir / "stream.gantrylog").string());
-    w.append(gantry::wire::encode({1, gantry::wire::RunInfo{"gan", "gan", "0.1.0", "gan", "name: gan\n", 1, 1, now - 60, 300}}));
+    w.append(gantry::wire::encode(
+        {1, gantry::wire::RunInfo{"gan", "gan", "0.1.0", "gan", "name: gan\n", 1, 1, now - 60, 300}}));
     w.append(gantry::wire::encode({2, gantry::wire::Scalars{{{1200, now - 1, "g_loss", 1.0}}}}));
   }
   RunState state;

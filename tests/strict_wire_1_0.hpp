@@ -81,7 +81,8 @@ inline Frame decode(const std::string& f) {
       break;
     case 4: {  // Scalars
       const uint32_t count = b.get<uint32_t>("count");
-      for (uint32_t i = 0; i < count; ++i) b.get<int64_t>("step"), b.get<double>("wall"), b.str("name"), b.get<double>("v");
+      for (uint32_t i = 0; i < count; ++i)
+        b.get<int64_t>("step"), b.get<double>("wall"), b.str("name"), b.get<double>("v");
       b.done("Scalars");
       break;
     }

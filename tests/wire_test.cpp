@@ -36,7 +36,7 @@ std::vector<wire::Message> every_message() {
   wire::Scalars scalars;
   scalars.points = {{10, 1.7e9 + 1, "g_loss", 0.75}, {10, 1.7e9 + 1, "d_loss", std::nan("")}};
   return {{0, wire::Hello{1, "s3cret", 41}},
-          {0, wire::Welcome{1, "gan", 42}},
+          {0, wire::Welcome{1, "gan", 42, wire::kProtocolMinor, ""}},
           {1, info},
           {2, scalars},
           {3, wire::Image{"generated", 500, 1.7e9 + 2, 242, 242, std::string("\x89PNG\r\n\x1a\n...", 11)}},

@@ -33,8 +33,8 @@ class WireError : public std::runtime_error {
 /// Client -> server, first message: who it is and what it has already seen.
 struct Hello {
   uint32_t protocol_version = kProtocolVersion;
-  std::string token;      ///< the run's token (printed by the runner)
-  uint64_t last_seq = 0;  ///< the last seq it has (0: none): the server sends from last_seq + 1
+  std::string token;                ///< the run's token (printed by the runner)
+  uint64_t last_seq = 0;            ///< the last seq it has (0: none): the server sends from last_seq + 1
   uint32_t minor = kProtocolMinor;  ///< appended (1.5): the minor the client reads; absent: 0 (1.0)
 };
 /// Server -> client, reply to a good Hello.

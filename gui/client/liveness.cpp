@@ -79,8 +79,7 @@ std::string lost_why(const RunState& state, const SourceStatus& source, const st
     if (w.here) return "";  // alive: a quiet run is not a lost one
   }
   if (source.state == SourceStatus::State::kReconnecting && now - source.since >= kLostAfterClosed)
-    return "no end record, the stream closed and its server has not answered for " +
-           duration_text(now - source.since);
+    return "no end record, the stream closed and its server has not answered for " + duration_text(now - source.since);
   const double silent = now - state.latest_wall_time();
   if (state.latest_wall_time() > 0 && silent >= std::max(kLostAfterSilent, 10 * state.stale_after()))
     return "no end record, no record for " + duration_text(silent);

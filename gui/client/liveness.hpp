@@ -22,8 +22,8 @@ struct Writer {
   bool known = false;  ///< a note was there and parsed
   long pid = 0;
   std::string host;
-  bool here = false;   ///< the note's host is this host
-  bool alive = false;  ///< here, and that pid is a gantry process started before the note was written
+  bool here = false;         ///< the note's host is this host
+  bool alive = false;        ///< here, and that pid is a gantry process started before the note was written
   std::string text() const;  ///< "gantry pid 41 on node3"
 };
 Writer writer_of(const std::string& run_dir);

@@ -165,8 +165,8 @@ struct StreamClient::Impl : std::enable_shared_from_this<StreamClient::Impl> {
         owner->set_status(SourceStatus::State::kEnded, "the run ended; " + where() + " closed");
         return;
       }
-      owner->set_status(SourceStatus::State::kEnded, "the run ended; " + where() + " closed; watching " + run_dir +
-                                                         "/monitor.txt for a resume");
+      owner->set_status(SourceStatus::State::kEnded,
+                        "the run ended; " + where() + " closed; watching " + run_dir + "/monitor.txt for a resume");
       return watch_for_resume();
     }
     owner->set_status(SourceStatus::State::kReconnecting, why + "; retrying in " + seconds_text(backoff));

@@ -178,9 +178,8 @@ void MainWindow::show_banner(const client::RunState& state) {
   QString text;
   const wire::Event* e = state.current_alert();
   if (e)
-    text = e->kind == "nan"
-               ? QString("NaN or Inf in %1 at step %2").arg(QString::fromStdString(e->text)).arg(e->step)
-               : QString("Run failed at step %1: %2").arg(e->step).arg(QString::fromStdString(e->text));
+    text = e->kind == "nan" ? QString("NaN or Inf in %1 at step %2").arg(QString::fromStdString(e->text)).arg(e->step)
+                            : QString("Run failed at step %1: %2").arg(e->step).arg(QString::fromStdString(e->text));
   else if (state.status() == client::RunStatus::kLost)
     text = "Run " + QString::fromStdString(state.lost_text());
   if (text.isEmpty()) {
@@ -188,8 +187,8 @@ void MainWindow::show_banner(const client::RunState& state) {
     return;
   }
   if (banner_->text() == text && !banner_->isHidden()) return;
-  banner_->setStyleSheet(QString("background: %1; color: white; padding: 6px; font-weight: bold;")
-                             .arg(e ? "#c62828" : "#b26a00"));
+  banner_->setStyleSheet(
+      QString("background: %1; color: white; padding: 6px; font-weight: bold;").arg(e ? "#c62828" : "#b26a00"));
   banner_->setText(text);
   banner_->show();
 }

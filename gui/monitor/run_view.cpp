@@ -69,7 +69,7 @@ void RunView::refresh(const client::RunState& state) {
   };
   const auto& info = state.info();
   set("status", state.status() == client::RunStatus::kLost ? QString::fromStdString(state.lost_text())
-                                                            : QString(client::to_string(state.status())));
+                                                           : QString(client::to_string(state.status())));
   if (!info) return;
   set("name", QString::fromStdString(info->name));
   set("plugin", QString::fromStdString(info->plugin + " " + info->plugin_version));

@@ -43,12 +43,12 @@ struct Run {
   void start(int steps, int log_every, const QStringList& more = {}) {
     proc.setWorkingDirectory(dir.path());
     proc.setProcessChannelMode(QProcess::MergedChannels);
-    proc.start(GANTRY_BIN, QStringList{"train", GANTRY_SOURCE_DIR "/configs/gan_fashion_mnist.yaml",
-                                       QString("trainer.max_steps=%1").arg(steps),
-                                       QString("trainer.log_every_n_steps=%1").arg(log_every),
-                                       "trainer.image_every_n_steps=100", "trainer.threads=1", "trainer.progress=none",
-                                       "monitor.enabled=true"} +
-                               more);
+    proc.start(GANTRY_BIN,
+               QStringList{"train", GANTRY_SOURCE_DIR "/configs/gan_fashion_mnist.yaml",
+                           QString("trainer.max_steps=%1").arg(steps),
+                           QString("trainer.log_every_n_steps=%1").arg(log_every), "trainer.image_every_n_steps=100",
+                           "trainer.threads=1", "trainer.progress=none", "monitor.enabled=true"} +
+                   more);
     QVERIFY2(proc.waitForStarted(10000), "gantry train did not start");
   }
   // The line the runner printed: "gantry-monitor HOST:PORT --token T".

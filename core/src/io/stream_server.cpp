@@ -149,7 +149,8 @@ struct Session : std::enable_shared_from_this<Session> {
     }
     live = true;
     server->live++;
-    log_line("client " + peer + " (protocol 1." + std::to_string(minor) + ") connected from seq " + std::to_string(from + 1));
+    log_line("client " + peer + " (protocol 1." + std::to_string(minor) + ") connected from seq " +
+             std::to_string(from + 1));
     read_more();
   }
 
