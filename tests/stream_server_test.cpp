@@ -54,6 +54,20 @@ class Client {
   websocket::stream<asio::ip::tcp::socket> ws_{ioc_};
 };
 
+// The port of a run's server (token t0ken) from its monitor.txt, once its
+// metrics.csv has `rows` rows; 0 after 30 s.
+int monitor_port(const std::filesystem::path& run, size_t rows) {
+  for (int i = 0; i < 600; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto csv = gantry::test::read_text((run / "metrics.csv").string());
+    if (rows > 0 && gantry::test::lines_of(csv).size() < rows + 1) continue;
+    std::smatch m;
+    const std::string line = gantry::test::read_text((run / "monitor.txt").string());
+    if (std::regex_search(line, m, std::regex(":([0-9]+) --token t0ken"))) return std::stoi(m[1]);
+  }
+  return 0;
+}
+
 }  // namespace
 
 TEST(StreamServer, LateClientGetsFullHistoryThenLiveWithoutGapAndWrongTokenIsRejected) {
@@ -64,16 +78,7 @@ TEST(StreamServer, LateClientGetsFullHistoryThenLiveWithoutGapAndWrongTokenIsRej
           "trainer.threads=1 monitor.token=t0ken",
       dir.path(), dir / "log");
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
-  // Connect late: after the run has logged 5 rows.
-  int port = 0;
-  for (int i = 0; i < 600 && port == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const auto csv = gantry::test::read_text((run / "metrics.csv").string());
-    if (gantry::test::lines_of(csv).size() < 6) continue;
-    std::smatch m;
-    const std::string line = gantry::test::read_text((run / "monitor.txt").string());
-    if (std::regex_search(line, m, std::regex(":([0-9]+) --token t0ken"))) port = std::stoi(m[1]);
-  }
+  const int port = monitor_port(run, 5);  // connect late: after the run has logged 5 rows
   ASSERT_GT(port, 0) << gantry::test::read_text(dir / "log");
 
   {  // wrong token: closed with a reason
@@ -254,13 +259,7 @@ TEST(StreamServer, EachClientGetsTheLayoutOfTheMinorItsHelloNames) {
           "trainer.threads=1 monitor.token=t0ken",
       dir.path(), dir / "log");
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
-  int port = 0;
-  for (int i = 0; i < 600 && port == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::smatch m;
-    const std::string line = gantry::test::read_text((run / "monitor.txt").string());
-    if (std::regex_search(line, m, std::regex(":([0-9]+) --token t0ken"))) port = std::stoi(m[1]);
-  }
+  const int port = monitor_port(run, 0);
   ASSERT_GT(port, 0) << gantry::test::read_text(dir / "log");
   Client old(port), now(port);
   old.hello("t0ken", 0, 0);
