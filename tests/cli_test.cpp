@@ -238,9 +238,7 @@ TEST(Cli, ARefusedRunLeavesNoRunDirectoryBehind) {
   r = run_gantry("train '" + kTiny + "' ema.decay=0.9 ema.modules=generator", dir.path());
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_NE(r.err.find("ema.modules names 'generator'"), std::string::npos) << r.err;
-  int runs = 0;
-  for (const auto& e : std::filesystem::directory_iterator(experiment)) runs += e.path().filename() != "latest";
-  EXPECT_EQ(runs, 1) << "the refused run left its directory";
+  EXPECT_EQ(gantry::test::run_dirs_in(experiment), 1) << "the refused run left its directory";
   EXPECT_EQ(std::filesystem::read_symlink(experiment / "latest"), good);
 }
 
@@ -520,11 +518,7 @@ const std::string kTinyConfig = gantry::test::source_path("tests/sdk_plugin/tiny
 std::string tiny_plugin_arg() { return " system.plugin=" + gantry::test::plugin_path("tiny"); }
 
 // Run directories (timestamps) of a sweep point.
-int runs_of(const std::filesystem::path& point) {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(point)) n += e.path().filename() != "latest";
-  return n;
-}
+int runs_of(const std::filesystem::path& point) { return gantry::test::run_dirs_in(point); }
 
 }  // namespace
 

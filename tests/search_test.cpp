@@ -350,10 +350,7 @@ TEST(SearchCli, AshaPausesAndPromotesTrialsThatEndAsAnUninterruptedRunBitForBit)
     EXPECT_TRUE(t.status == Status::kDone || t.status == Status::kPaused) << trial_name(t.id);
     done += t.status == Status::kDone;
     // Every trial's run is one run directory, resumed in place at each promotion.
-    size_t runs = 0;
-    for (const auto& e : std::filesystem::directory_iterator(dir.path() / "runs/tiny/search" / trial_name(t.id)))
-      runs += e.is_directory() && !e.is_symlink();
-    EXPECT_EQ(runs, 1u) << trial_name(t.id);
+    EXPECT_EQ(gantry::test::run_dirs_in(dir.path() / "runs/tiny/search" / trial_name(t.id)), 1) << trial_name(t.id);
   }
   // 6 results at rung 0 (10 steps) promote 3 to rung 1; 3 promote 1 to the budget
   // (rung 1's first results may promote earlier: at least one trial is done).

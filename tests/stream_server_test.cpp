@@ -54,6 +54,16 @@ class Client {
   websocket::stream<asio::ip::tcp::socket> ws_{ioc_};
 };
 
+// The demo GAN trained for `steps` steps (a row every 10, a grid every 100)
+// with its server's token t0ken, in `dir` (its output in dir/log).
+pid_t spawn_served_gan(const TempDir& dir, int steps) {
+  return gantry::test::spawn_gantry("train '" + gantry::test::source_path("configs/gan_fashion_mnist.yaml") +
+                                        "' trainer.max_steps=" + std::to_string(steps) +
+                                        " trainer.log_every_n_steps=10 trainer.image_every_n_steps=100 "
+                                        "trainer.threads=1 monitor.token=t0ken",
+                                    dir.path(), dir / "log");
+}
+
 // The port of a run's server (token t0ken) from its monitor.txt, once its
 // metrics.csv has `rows` rows; 0 after 30 s.
 int monitor_port(const std::filesystem::path& run, size_t rows) {
@@ -72,11 +82,7 @@ int monitor_port(const std::filesystem::path& run, size_t rows) {
 
 TEST(StreamServer, LateClientGetsFullHistoryThenLiveWithoutGapAndWrongTokenIsRejected) {
   TempDir dir;
-  const pid_t pid = gantry::test::spawn_gantry(
-      "train '" + gantry::test::source_path("configs/gan_fashion_mnist.yaml") +
-          "' trainer.max_steps=400 trainer.log_every_n_steps=10 trainer.image_every_n_steps=100 "
-          "trainer.threads=1 monitor.token=t0ken",
-      dir.path(), dir / "log");
+  const pid_t pid = spawn_served_gan(dir, 400);
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
   const int port = monitor_port(run, 5);  // connect late: after the run has logged 5 rows
   ASSERT_GT(port, 0) << gantry::test::read_text(dir / "log");
@@ -253,11 +259,7 @@ TEST(StreamServer, AHandshakeFloodFromOneSourceIsRefusedBeyondTheRate) {
 // layout and the minor in Welcome; the run log's RunInfo names its writer's minor.
 TEST(StreamServer, EachClientGetsTheLayoutOfTheMinorItsHelloNames) {
   TempDir dir;
-  const pid_t pid = gantry::test::spawn_gantry(
-      "train '" + gantry::test::source_path("configs/gan_fashion_mnist.yaml") +
-          "' trainer.max_steps=200 trainer.log_every_n_steps=10 trainer.image_every_n_steps=100 "
-          "trainer.threads=1 monitor.token=t0ken",
-      dir.path(), dir / "log");
+  const pid_t pid = spawn_served_gan(dir, 200);
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
   const int port = monitor_port(run, 0);
   ASSERT_GT(port, 0) << gantry::test::read_text(dir / "log");

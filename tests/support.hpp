@@ -185,6 +185,16 @@ inline std::vector<std::pair<pid_t, int>> children_of(pid_t parent) {
 }
 
 /// Starts `gantry args` in `cwd` in the background (output to `log`); returns its pid.
+// The run directories of an experiment (or a sweep's point, a search's
+// trial): every entry but its `latest` link and its `tensorboard` folder
+// (the runs' event files, beside them).
+inline int run_dirs_in(const std::filesystem::path& experiment) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(experiment))
+    n += e.path().filename() != "latest" && e.path().filename() != "tensorboard";
+  return n;
+}
+
 inline pid_t spawn_gantry(const std::string& args, const std::string& cwd, const std::string& log) {
   const pid_t pid = ::fork();
   if (pid == 0) {

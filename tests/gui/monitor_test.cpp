@@ -866,7 +866,7 @@ void MonitorTest::aKilledRunIsLostLiveAndOffline() {
   live.open(client::parse_target(line.toStdString()), line);
   QTRY_VERIFY_WITH_TIMEOUT(live.state().latest_step() >= 20, 60000);
   QCOMPARE(live.state().status(), client::RunStatus::kRunning);
-  QVERIFY(live.run()->field("ETA") != "-");
+  QTRY_VERIFY_WITH_TIMEOUT(live.run()->field("ETA") != "-", 30000);  // an ETA once the rate is known
   run.proc.kill();
   QVERIFY(run.proc.waitForFinished(10000));
   QTRY_COMPARE_WITH_TIMEOUT(live.state().status(), client::RunStatus::kLost, 30000);
