@@ -326,3 +326,44 @@ TEST(Resume, AnEpochsEndIsACheckpointAndAResumeFromItIsTheUninterruptedRun) {
     names.push_back(e.path().filename());
   EXPECT_EQ(names, (std::vector<std::string>{"step_0000012.ckpt"}));
 }
+
+// checkpoint.every_n_minutes (Lightning's train_time_interval): a run of a
+// few seconds with 0.005 minutes (0.3 s) and no step or epoch checkpoints
+// writes ones between, at steps no count decides; a resume from one of them
+// is the uninterrupted run. With two ranks every rank writes at the same
+// batch (the checkpoint gathers every rank's RNG state, a collective: ranks
+// that disagreed hang: tried with each rank deciding by its own clock, the
+// collective timed out at trainer.dist_timeout) and their replicas stay bit-identical.
+TEST(Resume, EveryNMinutesCheckpointsOnTheClockAtTheBatchEveryRankAgreesOn) {
+  namespace fs = std::filesystem;
+  const std::string args = "'" + gantry::test::kTiny +
+                           "' system.synthetic=true system.pixels=2 data.batch_size=64 trainer.threads=1"
+                           " checkpoint.every_n_minutes=0.005 checkpoint.every_n_epochs=0 checkpoint.keep_last=0";
+  auto steps_in = [](const fs::path& ckpts) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(ckpts)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  TempDir one;
+  const auto a = gantry::test::run_gantry("train " + args + " trainer.max_steps=6000", one.path(), "timeout 300");
+  ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
+  const fs::path ckpts = one.path() / "runs/tiny/latest/checkpoints";
+  const auto names = steps_in(ckpts);
+  ASSERT_GE(names.size(), 3u) << "a run of " << a.out.size() << " output bytes wrote only the end's checkpoint";
+  EXPECT_EQ(names.back(), "step_0006000.ckpt");
+  fs::copy_file(ckpts / names.back(), one.path() / "straight.ckpt");
+  const std::string middle = names[names.size() / 2];
+  const auto b = gantry::test::run_gantry(
+      "train " + args + " trainer.max_steps=6000" + " trainer.resume=" + (ckpts / middle).string(), one.path(),
+      "timeout 300");
+  ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
+  gantry::test::expect_same_weights((one.path() / "straight.ckpt").string(), (ckpts / names.back()).string());
+
+  TempDir two;
+  const auto c = gantry::test::run_gantry("launch -n 2 " + args + " trainer.max_steps=3000 trainer.dist_timeout=30",
+                                          two.path(), "timeout 300");
+  ASSERT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_GE(steps_in(two.path() / "runs/tiny/latest/checkpoints").size(), 3u) << c.out;
+  EXPECT_NE(c.out.find("replicas bit-identical across 2 ranks"), std::string::npos) << c.out;
+}

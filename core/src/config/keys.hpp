@@ -205,6 +205,9 @@
   X(int64_t, every_n_epochs, every_n_epochs, 1, v >= 0, ">= 0",                                                  \
     "also checkpoint after every n-th epoch, before the next one's first batch (Lightning's default: every "     \
     "epoch), so a killed multi-epoch run loses at most an epoch; 0: not at epoch ends")                          \
+  X(double, every_n_minutes, every_n_minutes, 0, v >= 0, ">= 0",                                                 \
+    "also checkpoint when this many minutes of training passed since the last checkpoint (Lightning's "          \
+    "`train_time_interval`; every rank at the same batch, the first rank whose clock says so decides); 0: off")  \
   X(int64_t, keep_last, keep_last, 3, v >= 0, ">= 0 (0: keep all)",                                              \
     "keep only the newest n checkpoints of a run (a resumed run's earlier ones included); 0: all")               \
   X(std::string, monitor, monitor, "", true, "",                                                                 \

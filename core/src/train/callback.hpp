@@ -11,7 +11,8 @@
 //   on_batch_end        after every batch (values read, stop agreed)
 //   on_image_step       after a batch whose global_step % image_every_n_steps == 0
 //   on_log_step         after a batch whose global_step % log_every_n_steps == 0
-//   on_checkpoint_step  after a batch whose step % checkpoint.every_n_steps == 0
+//   on_checkpoint_step  after a batch whose step % checkpoint.every_n_steps == 0, or which the
+//                       ranks agreed on for checkpoint.every_n_minutes
 //   on_epoch_end        after an epoch's last batch, before epoch is incremented
 //   on_train_end        after the last batch, before the end's collectives
 //   on_fit_end          at the end (every rank's final status is published)
@@ -20,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -149,6 +151,8 @@ struct FitState {
   EmaWeights* ema = nullptr;    ///< the weights' EMA when ema.decay > 0, the trainer's (samples are drawn with it)
   std::string last_checkpoint;  ///< path of the newest checkpoint written ("" if none)
   int64_t last_checkpoint_step = -1;  ///< its step (every rank)
+  /// When this process last wrote a checkpoint (the fit's start before one): checkpoint.every_n_minutes.
+  std::chrono::steady_clock::time_point last_checkpoint_time = std::chrono::steady_clock::now();
   bool interval_kept = false;  ///< at the fit's end: the checkpoint keeps the interval as it was before its last row
   bool paused = false;         ///< from on_train_end: the run stops at trainer.pause_at_step (a resume goes on)
   std::string stop_now;  ///< set alike on every rank by a callback (early stopping): the loop stops after this batch

@@ -341,6 +341,8 @@ struct Trainer::Impl {
                                    : 0.0;
     auto record_time = [&] { s.extra[kFitTimeKey] = torch::tensor(time_before + elapsed(), torch::kFloat64); };
     auto every = [&](int64_t n) { return n > 0 && s.global_step % n == 0; };
+    const double ckpt_minutes = cfg().checkpoint.every_n_minutes;
+    fit.last_checkpoint_time = std::chrono::steady_clock::now();
 
     Profile* const prof = profile.get();
     StepTrace trace(accel->is_zero() && t.profiler == ProfilerKind::kTrace, t.profile_first_step, t.profile_steps,
@@ -385,7 +387,10 @@ struct Trainer::Impl {
         }
         const bool max_steps_reached = t.max_steps > 0 && s.global_step >= t.max_steps;
         const bool pause_reached = t.pause_at_step > 0 && s.global_step >= t.pause_at_step;
-        const bool image_due = every(t.image_every_n_steps), ckpt_due = every(cfg().checkpoint.every_n_steps);
+        // checkpoint.every_n_minutes: the ranks agreed on it after the previous batch.
+        const bool time_due = ckpt_minutes > 0 && agreement.previous().checkpoint;
+        const bool image_due = every(t.image_every_n_steps),
+                   ckpt_due = every(cfg().checkpoint.every_n_steps) || time_due;
         // Read now when a callback needs the values (the same batches on every
         // rank: the sync all-reduce is a collective), or always (CPU default).
         const bool read_now =
@@ -393,8 +398,13 @@ struct Trainer::Impl {
         std::optional<Profile::Scope> sync_timed(std::in_place, prof, Profile::kSync);
         const std::string bad = read_now ? read_pending(pending, fit) : "";
         const std::string wish = stop.wish(s, time_before + elapsed());  // why this rank wants to stop ("" if not)
+        // A checkpoint wished by this rank's clock (not at a batch that writes one: it resets the clock).
+        const bool ckpt_wish =
+            ckpt_minutes > 0 && !ckpt_due &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - fit.last_checkpoint_time).count() >=
+                ckpt_minutes * 60;
         const StopAgreement::Verdict agreed =
-            agreement.agree(wish.empty() ? 0 : stop.wish_code(accel->dist().rank), bad);
+            agreement.agree(wish.empty() ? 0 : stop.wish_code(accel->dist().rank), bad, ckpt_wish);
         sync_timed.reset();
         if (agreed.bad_metric) fail_on_bad_metric(fit, agreement);
         fit.agreed_wish = agreed.wish;
@@ -405,6 +415,7 @@ struct Trainer::Impl {
         if (ckpt_due) {
           record_time();
           callbacks.call(&Callback::on_checkpoint_step, fit);
+          fit.last_checkpoint_time = std::chrono::steady_clock::now();  // written or not (save_last: false)
         }
         stop.after_batch(agreed.stop, max_steps_reached, agreed.wish);
         if (pause_reached) stop.pause_reached();            // every rank at this batch, as max_steps

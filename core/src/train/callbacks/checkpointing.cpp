@@ -1,6 +1,6 @@
 // Every rank (each rank's RNG state is gathered into the file): a checkpoint
-// every checkpoint.every_n_steps, between epochs (checkpoint.every_n_epochs)
-// and at the end (checkpoint.save_last); rank
+// every checkpoint.every_n_steps and checkpoint.every_n_minutes (the loop
+// agrees on the batch), between epochs (checkpoint.every_n_epochs) and at the end (checkpoint.save_last); rank
 // 0 writes it atomically, streams a "checkpoint" event (path relative to the
 // run directory) and keeps the newest checkpoint.keep_last. The best ones by
 // a metric (checkpoint.monitor) are written by the monitored-metric callback
@@ -71,6 +71,7 @@ class CheckpointCallback final : public Callback {
     if (final && fit.last_checkpoint_step == fit.state.global_step) return;  // every rank alike: no collective
     const std::string path = write_checkpoint(fit, ckpt::step_file(fit.state.global_step));
     fit.last_checkpoint_step = fit.state.global_step;
+    fit.last_checkpoint_time = std::chrono::steady_clock::now();  // checkpoint.every_n_minutes counts from here
     if (!fit.out) return;
     fit.last_checkpoint = path;
     ckpt::prune_steps((fs::path(fit.run_dir) / ckpt::kFolder).string(), fit.cfg().checkpoint.keep_last);
