@@ -14,13 +14,17 @@ set -euo pipefail
 gantry=$1 config=$2 python=$3 work=$4
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 "$gantry" train "$config" trainer.max_steps=120 trainer.log_every_n_steps=20 trainer.image_every_n_steps=50 \
-  trainer.progress=none trainer.log_histograms_every_n_steps=40 data.batch_size=64 system.lr=0.0003 >/dev/null
-"$python" - runs/gan_fashion_mnist/latest <<'PY'
-import csv, glob, os, struct, sys
+  trainer.progress=none trainer.log_histograms_every_n_steps=40 data.batch_size=64 system.lr=0.0003 >train.out
+"$python" - runs/gan_fashion_mnist/latest train.out <<'PY'
+import csv, glob, os, re, struct, sys
 from tensorboard.backend.event_processing import event_accumulator
 
 run = sys.argv[1]
 tb = os.path.join(os.path.dirname(run), "tensorboard", os.path.basename(os.path.realpath(run)))
+# The end's lines name the event files' folder and the --logdir for the experiment.
+said = re.search(r"^tensorboard: (\S+) \(tensorboard --logdir (\S+)\)$", open(sys.argv[2]).read(), re.M)
+assert said, "no tensorboard: line at the end"
+assert os.path.samefile(said.group(1), tb) and os.path.samefile(said.group(2), os.path.dirname(tb)), said.group(0)
 assert not [f for f in os.listdir(run) if "tfevents" in f], os.listdir(run)
 acc = event_accumulator.EventAccumulator(
     tb, size_guidance={event_accumulator.SCALARS: 0, event_accumulator.IMAGES: 0, event_accumulator.HISTOGRAMS: 0})

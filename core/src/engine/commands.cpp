@@ -384,8 +384,14 @@ int train(const std::string& config_path, const std::vector<std::string>& overri
              std::to_string(r.last_checkpoint_step + 1) + "-" + std::to_string(r.state.global_step) + " again)";
     else if (!r.last_checkpoint.empty() && r.stop_signal)
       redo = " (a resume goes on from step " + std::to_string(r.state.global_step) + ": nothing is trained again)";
-    std::printf("checkpoint: %s%s\nimages: %s\n", r.last_checkpoint.empty() ? "none" : r.last_checkpoint.c_str(),
-                redo.c_str(), (fs::path(run_dir) / "images").c_str());
+    // The run's event files, and the folder TensorBoard is meant for (every run of the experiment, each once).
+    const fs::path tb_abs = tensorboard_dir(run_dir);
+    std::error_code ec;  // relative to here as the lines above when the run directory is
+    fs::path tb = fs::path(run_dir).is_relative() ? fs::proximate(tb_abs, ec) : tb_abs;
+    if (ec || tb.empty()) tb = tb_abs;
+    std::printf("checkpoint: %s%s\nimages: %s\ntensorboard: %s (tensorboard --logdir %s)\n",
+                r.last_checkpoint.empty() ? "none" : r.last_checkpoint.c_str(), redo.c_str(),
+                (fs::path(run_dir) / "images").c_str(), tb.c_str(), tb.parent_path().c_str());
   }
   return r.stop_signal && !preempted ? 128 + r.stop_signal : 0;
 }
