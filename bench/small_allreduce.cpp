@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +28,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "distributed/distributed.hpp"
+#include "run_forked.hpp"
 
 namespace {
 
@@ -85,26 +87,13 @@ int main(int argc, char** argv) {
   const std::string dir = ::mkdtemp(dir_template);
   for (const int world : sizes) {
     const int port = gantry::free_local_port();
-    std::vector<pid_t> kids;
-    for (int r = 0; r < world; ++r) {
-      const pid_t pid = ::fork();
-      if (pid == 0) {
-        int rc = 1;
-        try {
-          rc = rank_main(r, world, port, iters, dir + "/" + std::to_string(r));
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "rank %d of %d: %s\n", r, world, e.what());
-        }
-        ::_exit(rc);
-      }
-      kids.push_back(pid);
-    }
-    bool ok = true;
-    for (const pid_t pid : kids) {
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-      ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    }
+    bool ok = gantry::test::run_forked(
+        world,
+        [&](int r) {
+          if (rank_main(r, world, port, iters, dir + "/" + std::to_string(r)) != 0)
+            throw std::runtime_error("its all-reduces failed");
+        },
+        "rank");
     // Per all-reduce, the least any rank waited in it: the last to arrive's time.
     std::vector<double> tree(size_t(iters), 1e300), ring(size_t(iters), 1e300);
     for (int r = 0; r < world && ok; ++r) {

@@ -598,7 +598,9 @@ TEST(SearchCli, TpeSchedulesAsAshaAndDrawsItsLaterTrialsFromTheResults) {
   for (const auto& t : j.state().trials) {
     auto rng = trial_rng(0, uint64_t(t.id), 0);
     const bool random = t.value("system.lr") == lr.sample(rng);
-    if (t.id < tpe_startup(6)) EXPECT_TRUE(random) << trial_name(t.id);
+    if (t.id < tpe_startup(6)) {
+      EXPECT_TRUE(random) << trial_name(t.id);
+    }
     drawn_by_tpe += !random;
   }
   EXPECT_GE(drawn_by_tpe, 3) << "of the 4 after the startup";

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gantry/errors.hpp"
+#include "run_forked.hpp"
 
 /// First line of a *_CUDA test: skipped where no CUDA device is present.
 #define GANTRY_REQUIRE_CUDA()                                                \
@@ -119,33 +120,6 @@ inline c10::impl::GenericDict state_dict_of(const std::string& ckpt) {
       .toGenericDict()
       .at("state_dict")
       .toGenericDict();
-}
-
-/// Forks `n` processes, the k-th running body(k) (a throw is its failure,
-/// printed with `what` and k), and waits for every one: true when none failed.
-inline bool run_forked(int n, const std::function<void(int)>& body, const char* what = "child") {
-  std::vector<pid_t> kids;
-  for (int k = 0; k < n; ++k) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      int rc = 1;
-      try {
-        body(k);
-        rc = 0;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s %d of %d: %s\n", what, k, n, e.what());
-      }
-      ::_exit(rc);
-    }
-    kids.push_back(pid);
-  }
-  bool ok = true;
-  for (const pid_t pid : kids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  return ok;
 }
 
 /// Two checkpoints hold the same parameters and buffers, bit for bit.

@@ -212,6 +212,7 @@ struct Trainer::Impl {
     fit.interval = MetricInterval::from_state(fit.state.extra);  // a stop between log steps kept it
     fit.per_epoch = loader.batches_per_epoch();
     fit.batch_size = lo.batch_size;
+    if (accel->is_zero()) say_max_steps();
     if (fit.per_epoch == 0)
       throw DataError(train_name + ": " + std::to_string(train_size) + " samples make no batch of " +
                       std::to_string(lo.batch_size) + " (data.drop_last is true)");
@@ -314,6 +315,27 @@ struct Trainer::Impl {
     return v;
   }
 
+  // Where Lightning's name means another count: gantry's max_steps counts
+  // batches, Lightning's optimizer steps (a plugin with 2 optimizers steps twice a batch).
+  void say_max_steps() const {
+    const int64_t n = cfg().trainer.max_steps;
+    const size_t k = model->optimizers().size();
+    if (n > 0 && k > 1)
+      std::printf(
+          "trainer.max_steps=%ld counts batches: %ld optimizer steps with this plugin's %zu optimizers "
+          "(Lightning's max_steps counts optimizer steps: its max_steps=%ld is trainer.max_steps=%ld here)\n",
+          long(n), long(n) * long(k), k, long(n), long(n / int64_t(k)));
+  }
+
+  // checkpoint.every_n_minutes: whether this rank's clock wishes a checkpoint
+  // after this batch (not at a batch that writes one: that resets the clock).
+  bool clock_wants_checkpoint(const FitState& fit, bool due) const {
+    const double minutes = cfg().checkpoint.every_n_minutes;
+    if (minutes <= 0 || due) return false;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - fit.last_checkpoint_time).count() >=
+           minutes * 60;
+  }
+
   // A NaN/Inf metric on any rank: the event (rank 0, when it saw it) and the error.
   [[noreturn]] void fail_on_bad_metric(FitState& fit, const StopAgreement& agreement) {
     const std::string& mine = agreement.own_bad();
@@ -341,7 +363,6 @@ struct Trainer::Impl {
                                    : 0.0;
     auto record_time = [&] { s.extra[kFitTimeKey] = torch::tensor(time_before + elapsed(), torch::kFloat64); };
     auto every = [&](int64_t n) { return n > 0 && s.global_step % n == 0; };
-    const double ckpt_minutes = cfg().checkpoint.every_n_minutes;
     fit.last_checkpoint_time = std::chrono::steady_clock::now();
 
     Profile* const prof = profile.get();
@@ -388,7 +409,7 @@ struct Trainer::Impl {
         const bool max_steps_reached = t.max_steps > 0 && s.global_step >= t.max_steps;
         const bool pause_reached = t.pause_at_step > 0 && s.global_step >= t.pause_at_step;
         // checkpoint.every_n_minutes: the ranks agreed on it after the previous batch.
-        const bool time_due = ckpt_minutes > 0 && agreement.previous().checkpoint;
+        const bool time_due = cfg().checkpoint.every_n_minutes > 0 && agreement.previous().checkpoint;
         const bool image_due = every(t.image_every_n_steps),
                    ckpt_due = every(cfg().checkpoint.every_n_steps) || time_due;
         // Read now when a callback needs the values (the same batches on every
@@ -398,13 +419,8 @@ struct Trainer::Impl {
         std::optional<Profile::Scope> sync_timed(std::in_place, prof, Profile::kSync);
         const std::string bad = read_now ? read_pending(pending, fit) : "";
         const std::string wish = stop.wish(s, time_before + elapsed());  // why this rank wants to stop ("" if not)
-        // A checkpoint wished by this rank's clock (not at a batch that writes one: it resets the clock).
-        const bool ckpt_wish =
-            ckpt_minutes > 0 && !ckpt_due &&
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - fit.last_checkpoint_time).count() >=
-                ckpt_minutes * 60;
-        const StopAgreement::Verdict agreed =
-            agreement.agree(wish.empty() ? 0 : stop.wish_code(accel->dist().rank), bad, ckpt_wish);
+        const StopAgreement::Verdict agreed = agreement.agree(wish.empty() ? 0 : stop.wish_code(accel->dist().rank),
+                                                              bad, clock_wants_checkpoint(fit, ckpt_due));
         sync_timed.reset();
         if (agreed.bad_metric) fail_on_bad_metric(fit, agreement);
         fit.agreed_wish = agreed.wish;
