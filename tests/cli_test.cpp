@@ -98,6 +98,10 @@ TEST(Cli, TrainWritesRunDirectoryThenSampleReadsTheCheckpoint) {
                             dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("done at step 30"), std::string::npos) << r.out;
+  // The GAN's two optimizers: Lightning's max_steps would count 60 (issue 47.4).
+  EXPECT_NE(r.out.find("trainer.max_steps=30 counts batches: 60 optimizer steps with this plugin's 2 optimizers"),
+            std::string::npos)
+      << r.out;
   const auto run = dir.path() / "runs/gan_fashion_mnist/latest";
   ASSERT_TRUE(std::filesystem::is_symlink(run));
   for (const char* f :

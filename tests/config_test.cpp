@@ -52,6 +52,39 @@ TEST(Config, UnknownKeyNamesFileLineAndNearestKey) {
   EXPECT_NE(msg.find("did you mean 'trainer.max_steps'"), std::string::npos) << msg;
 }
 
+// A Lightning user's names (issue 47.4): the Trainer's and the callbacks'
+// arguments that gantry spells otherwise name gantry's key, from a file (with
+// its line) and from the command line; a LightningCLI callback section points
+// at gantry's section; every key a hint names is a real one.
+TEST(Config, LightningNamesNameTheGantryKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"trainer.check_val_every_n_epoch=1", "trainer.val_every_n_epochs"},
+      {"trainer.val_check_interval=100", "trainer.val_every_n_steps"},
+      {"trainer.default_root_dir=x", "trainer.out_dir"},
+      {"trainer.enable_progress_bar=false", "trainer.progress"},
+      {"checkpoint.every_n_train_steps=100", "checkpoint.every_n_steps"},
+      {"checkpoint.train_time_interval=10", "checkpoint.every_n_minutes"},
+      {"ModelCheckpoint.every_n_train_steps=100", "checkpoint.every_n_steps"},
+  };
+  for (const auto& [arg, key] : cases) {
+    const auto msg = config_error([&] { ExperimentConfig::load(gantry::test::kDemo, {arg}); });
+    EXPECT_NE(msg.find("that is Lightning's name: gantry's key is '" + key + "'"), std::string::npos) << msg;
+    EXPECT_EQ(config_error([&] { ExperimentConfig::load(gantry::test::kDemo, {key + "=1"}); }).find("unknown key"),
+              std::string::npos)
+        << key << " is not a gantry key";
+  }
+  auto msg = config_error([&] { ExperimentConfig::load(gantry::test::kDemo, {"EarlyStopping.patience=3"}); });
+  EXPECT_NE(msg.find("Lightning's callback arguments are gantry keys under early_stopping (try "
+                     "'early_stopping.patience')"),
+            std::string::npos)
+      << msg;
+  TempDir dir;
+  const auto path = write_config(dir, "name: a\ntrainer:\n  check_val_every_n_epoch: 1\n");
+  msg = config_error([&] { ExperimentConfig::load(path); });
+  EXPECT_NE(msg.find(path + ":3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gantry's key is 'trainer.val_every_n_epochs'"), std::string::npos) << msg;
+}
+
 TEST(Config, UnknownSectionKeySuggestsTheSection) {
   TempDir dir;
   const auto path = write_config(dir, "name: a\nbatch_size: 3\n");

@@ -38,3 +38,34 @@ print(f"max |Lightning - gantry| = {diff:.3g}")
 assert torch.allclose(out, sample["output"], atol=1e-5), diff
 print("PASS: Lightning's load_from_checkpoint gives gantry's samples")
 PY
+
+# The other way: a checkpoint Lightning's Trainer wrote (2 steps of the same
+# LightningModule on random images) given to gantry is named for what it is,
+# in one line, for a resume and for sampling (issue 47.7), not "corrupt".
+"$python" - "$bench" lightning.ckpt <<'PY'
+import sys
+import torch
+import pytorch_lightning as L
+from torch.utils.data import DataLoader, TensorDataset
+sys.path.insert(0, sys.argv[1])
+from lightning_gan import GAN
+data = DataLoader(TensorDataset(torch.rand(128, 1, 28, 28) * 2 - 1), batch_size=64)
+trainer = L.Trainer(max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                    enable_model_summary=False, accelerator="cpu", default_root_dir=".")
+trainer.fit(GAN(), data)
+trainer.save_checkpoint(sys.argv[2])
+print("Lightning wrote", sys.argv[2], "pytorch-lightning", L.__version__)
+PY
+version=$("$python" -c 'import pytorch_lightning as L; print(L.__version__)')
+for cmd in "sample --checkpoint lightning.ckpt -o l.png" "train $config trainer.resume=lightning.ckpt"; do
+  set +e
+  out=$("$gantry" $cmd 2>&1)
+  rc=$?
+  set -e
+  echo "gantry $cmd: exit $rc: $out"
+  [ "$rc" -ne 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'error:')" -eq 1 ] ||
+    { echo "FAIL: not one error line"; exit 1; }
+  printf '%s' "$out" | grep -q "is a Lightning checkpoint (pytorch-lightning $version), not a gantry checkpoint" ||
+    { echo "FAIL: the line does not name a Lightning checkpoint"; exit 1; }
+done
+echo "PASS: a checkpoint Lightning wrote is named as Lightning's"

@@ -75,6 +75,26 @@ std::string crc_text(uint32_t crc) {
   return buf;
 }
 
+// A file that is not gantry's: when it is Lightning's (its pickle holds the
+// key "pytorch-lightning_version"), the message says so, with the version
+// (pickle's BINUNICODE: 'X', a 4-byte little-endian length, the text).
+std::string not_ours(const std::string& path, const std::string& bytes, const std::string& why) {
+  const std::string key = "pytorch-lightning_version";
+  const size_t at = bytes.find(key);
+  if (at == std::string::npos) return "checkpoint " + path + why;
+  std::string version;
+  for (size_t i = at + key.size(); i < at + key.size() + 16 && i + 5 < bytes.size() && version.empty(); ++i) {
+    if (bytes[i] != 'X') continue;
+    const uint32_t n = uint8_t(bytes[i + 1]) | uint8_t(bytes[i + 2]) << 8 | uint8_t(bytes[i + 3]) << 16 |
+                       uint32_t(uint8_t(bytes[i + 4])) << 24;
+    if (n > 0 && n < 32 && i + 5 + n <= bytes.size()) version = bytes.substr(i + 5, n);
+  }
+  return "checkpoint " + path + " is a Lightning checkpoint" +
+         (version.empty() ? std::string() : " (pytorch-lightning " + version + ")") +
+         ", not a gantry checkpoint: gantry resumes, samples and serves the checkpoints it writes "
+         "(Lightning's load_from_checkpoint reads gantry's, not the other way)";
+}
+
 GenericDict read_dict(const std::string& path) {
   std::string bytes;
   try {
@@ -84,10 +104,10 @@ GenericDict read_dict(const std::string& path) {
   }
   try {
     const torch::IValue v = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
-    if (!v.isGenericDict()) throw CheckpointError("checkpoint " + path + ": not a gantry checkpoint");
+    if (!v.isGenericDict()) throw CheckpointError(not_ours(path, bytes, ": not a gantry checkpoint"));
     auto d = v.toGenericDict();
     if (!d.contains("format_version") || !d.contains("state_dict"))
-      throw CheckpointError("checkpoint " + path + ": not a gantry checkpoint (no format_version)");
+      throw CheckpointError(not_ours(path, bytes, ": not a gantry checkpoint (no format_version)"));
     const std::string want = d.contains("checksum") ? d.at("checksum").toStringRef() : "";
     const std::string got = crc_text(content_crc(d));
     if (want != got && want != crc_text(content_crc(d, 0, true)))
@@ -95,7 +115,8 @@ GenericDict read_dict(const std::string& path) {
                             (want.empty() ? "none" : want));
     return d;
   } catch (const c10::Error& e) {
-    throw CheckpointError("checkpoint " + path + " is corrupt or truncated: " + e.what_without_backtrace());
+    throw CheckpointError(
+        not_ours(path, bytes, std::string(" is corrupt or truncated: ") + e.what_without_backtrace()));
   }
 }
 

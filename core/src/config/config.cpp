@@ -7,6 +7,7 @@
 #include "config/config.hpp"
 
 #include "config/fields.hpp"
+#include "config/lightning_names.hpp"
 
 #include "files/files.hpp"
 
@@ -179,6 +180,17 @@ void set_optimizer_option(ExperimentConfig& cfg, const std::string& key, const Y
   }
 }
 
+// One line for a key no section has: the gantry key a Lightning name means,
+// else the nearest key.
+[[noreturn]] void unknown_key(const ExperimentConfig& cfg, const std::string& key) {
+  const std::string lightning = lightning_name_hint(key);
+  const std::string near = lightning.empty() ? nearest_key(key, schema_keys()) : "";
+  throw ConfigError(cfg.where(key) + ": unknown key '" + key + "'" +
+                    (!lightning.empty() ? lightning
+                     : near.empty()     ? ""
+                                        : "; did you mean '" + near + "'?"));
+}
+
 ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
                            const std::vector<std::string>& overrides) {
   ExperimentConfig cfg;
@@ -226,11 +238,7 @@ ExperimentConfig from_tree(const YAML::Node& root, const std::string& source,
       continue;
     }
     const auto f = by_key.find(key);
-    if (f == by_key.end()) {
-      const std::string near = nearest_key(key, schema_keys());
-      throw ConfigError(cfg.where(key) + ": unknown key '" + key + "'" +
-                        (near.empty() ? "" : "; did you mean '" + near + "'?"));
-    }
+    if (f == by_key.end()) unknown_key(cfg, key);
     if (!node.IsScalar())
       throw ConfigError(cfg.where(key) + ": " + key + " must be " + f->second->type + ", got '" + scalar_text(node) +
                         "'");
